@@ -1,0 +1,37 @@
+# RLark: `make run` starts the whole product on the demo fleet; `make test` runs the whole suite.
+# DATABASE_URL / REDIS_URL are used when set; otherwise embedded PostgreSQL and Redis are started.
+PYTHON ?= python3.11
+VENV := .venv
+STAMP := $(VENV)/.installed
+
+.PHONY: run test stop install lint bench messages clean
+
+$(STAMP): pyproject.toml
+	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV)/bin/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/python -m rlark_site.devservices run
+
+test: $(STAMP)
+	$(VENV)/bin/python -m rlark_site.devservices test $(PYTEST_ARGS)
+
+stop: $(STAMP)
+	$(VENV)/bin/python -m rlark_site.devservices stop
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check . && $(VENV)/bin/lint-imports && $(VENV)/bin/mypy rlark_site clusters jobs
+
+bench: $(STAMP)
+	$(VENV)/bin/python -m rlark_site.devservices bench
+
+messages: $(STAMP)
+	$(VENV)/bin/python manage.py makemessages -l zh_Hans --ignore '.venv/*' --ignore '.rlark/*'
+	$(VENV)/bin/python manage.py compilemessages --ignore '.venv/*' --ignore '.rlark/*'
+
+clean: stop
+	rm -rf .rlark

@@ -1,0 +1,62 @@
+"""The Kubernetes gateway: the only package in RLark that imports `kubernetes`.
+
+One keyword-only function per verb, credentials and timeouts passed in,
+failures raised as `KubeError` subclasses, transient read failures retried here.
+"""
+
+from clusters.k8s.client import DEFAULT_TIMEOUT, Credentials, close_clients
+from clusters.k8s.errors import (
+    AlreadyExists,
+    BadRequest,
+    Invalid,
+    KubeError,
+    NotFound,
+    ServerError,
+    TooManyRequests,
+    Unauthorized,
+    Unreachable,
+)
+from clusters.k8s.jobs import (
+    JOB_API_VERSION,
+    JOB_GROUP,
+    JOB_KIND,
+    JOB_PLURAL,
+    JOB_VERSION,
+    create_job,
+    delete_job,
+    get_job,
+    list_jobs,
+)
+from clusters.k8s.nodes import NodeInfo, is_tracked_resource, iter_node_pages, parse_count
+from clusters.k8s.retry import backoff_delays
+from clusters.k8s.storage import list_storage_classes
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "JOB_API_VERSION",
+    "JOB_GROUP",
+    "JOB_KIND",
+    "JOB_PLURAL",
+    "JOB_VERSION",
+    "AlreadyExists",
+    "BadRequest",
+    "Credentials",
+    "Invalid",
+    "KubeError",
+    "NodeInfo",
+    "NotFound",
+    "ServerError",
+    "TooManyRequests",
+    "Unauthorized",
+    "Unreachable",
+    "backoff_delays",
+    "close_clients",
+    "create_job",
+    "delete_job",
+    "get_job",
+    "is_tracked_resource",
+    "iter_node_pages",
+    "list_jobs",
+    "list_storage_classes",
+    "parse_count",
+]

@@ -1,0 +1,129 @@
+"""Credentials and the cached `kubernetes` API clients built from them."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import urllib3.exceptions
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from clusters.k8s.errors import KubeError, from_api_exception, from_transport_error
+
+T = TypeVar("T")
+
+DEFAULT_TIMEOUT = 10.0
+"""Default read timeout in seconds for every verb."""
+
+CONNECT_TIMEOUT = 5.0
+"""Upper bound for establishing the TCP/TLS connection (never above the read timeout)."""
+
+_CACHE_SIZE = 64
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """How to reach one cluster's API server. `ca_cert` is PEM text, not a path."""
+
+    api_url: str
+    token: str | None = field(default=None, repr=False)
+    ca_cert: str | None = field(default=None, repr=False)
+    verify_tls: bool = True
+
+
+class _ClientCache:
+    """A small thread-safe LRU of `ApiClient`s, one per distinct `Credentials`.
+
+    `ApiClient` (and its urllib3 pool) is safe to share between threads; caching
+    keeps connections alive between calls. Changed credentials are a new key.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._lock = threading.Lock()
+        self._clients: OrderedDict[Credentials, k8s.ApiClient] = OrderedDict()
+
+    def get(self, credentials: Credentials) -> k8s.ApiClient:
+        with self._lock:
+            api_client = self._clients.get(credentials)
+            if api_client is None:
+                api_client = _build_api_client(credentials)
+                self._clients[credentials] = api_client
+                if len(self._clients) > self._size:
+                    self._clients.popitem(last=False)
+            else:
+                self._clients.move_to_end(credentials)
+            return api_client
+
+    def clear(self) -> None:
+        with self._lock:
+            for api_client in self._clients.values():
+                api_client.close()
+            self._clients.clear()
+
+
+def _build_api_client(credentials: Credentials) -> k8s.ApiClient:
+    configuration = k8s.Configuration(host=credentials.api_url.rstrip("/"))
+    configuration.retries = False
+    configuration.verify_ssl = credentials.verify_tls
+    if credentials.ca_cert:
+        configuration.ca_cert_data = credentials.ca_cert
+    if credentials.token:
+        configuration.api_key = {"authorization": credentials.token}
+        configuration.api_key_prefix = {"authorization": "Bearer"}
+    return k8s.ApiClient(configuration)
+
+
+_cache = _ClientCache(_CACHE_SIZE)
+
+
+def api_client_for(credentials: Credentials) -> k8s.ApiClient:
+    """Return the shared `ApiClient` for these credentials."""
+    return _cache.get(credentials)
+
+
+def close_clients() -> None:
+    """Close every cached client (for process shutdown and tests)."""
+    _cache.clear()
+
+
+def request_timeout(timeout: float) -> tuple[float, float]:
+    """The client's `(connect, read)` timeout pair for a read timeout of `timeout` seconds."""
+    return (min(CONNECT_TIMEOUT, timeout), timeout)
+
+
+def invoke(call: Callable[[], T]) -> T:
+    """Run one client call, turning every client or transport failure into a `KubeError`."""
+    try:
+        return call()
+    except ApiException as exc:
+        raise from_api_exception(exc) from exc
+    except urllib3.exceptions.HTTPError as exc:
+        raise from_transport_error(exc) from exc
+
+
+def read_json(response: Any) -> dict[str, Any]:
+    """Decode the body of a raw (`_preload_content=False`) response."""
+    try:
+        document = json.loads(response.data)
+    except ValueError as exc:
+        raise KubeError(
+            f"response is not JSON: {exc}", status=response.status, reason="BadResponse"
+        ) from exc
+    if not isinstance(document, dict):
+        raise KubeError(
+            "response is not a JSON object", status=response.status, reason="BadResponse"
+        )
+    return document
+
+
+def as_object(value: object) -> dict[str, Any]:
+    """Check that a decoded custom-object answer is a JSON object."""
+    if not isinstance(value, dict):
+        raise KubeError("response is not a JSON object", reason="BadResponse")
+    return value

@@ -1,0 +1,148 @@
+"""Listing nodes, page by page, reduced to what the inventory keeps."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from functools import partial
+from typing import Any
+
+from kubernetes import client as k8s
+
+from clusters.k8s.client import (
+    DEFAULT_TIMEOUT,
+    Credentials,
+    api_client_for,
+    invoke,
+    read_json,
+    request_timeout,
+)
+from clusters.k8s.retry import DEFAULT_BASE_DELAY, DEFAULT_READ_ATTEMPTS, call_with_retries
+
+GPU_RESOURCE = "nvidia.com/gpu"
+DEVICE_PREFIX = "rlinf.io/"
+
+_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$")
+_SUFFIX_FACTORS: dict[str, Decimal] = {
+    "": Decimal(1),
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "k": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "E": Decimal("1e18"),
+    "Ki": Decimal(2**10),
+    "Mi": Decimal(2**20),
+    "Gi": Decimal(2**30),
+    "Ti": Decimal(2**40),
+    "Pi": Decimal(2**50),
+    "Ei": Decimal(2**60),
+}
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """One node as the inventory sees it.
+
+    `allocatable` keeps the raw quantity strings of `nvidia.com/gpu` and the
+    `rlinf.io/*` resources only; `parse_count` turns them into integers.
+    """
+
+    name: str
+    labels: dict[str, str]
+    allocatable: dict[str, str]
+    ready: bool
+
+
+def is_tracked_resource(name: str) -> bool:
+    """Whether the inventory keeps this allocatable resource."""
+    return name == GPU_RESOURCE or name.startswith(DEVICE_PREFIX)
+
+
+def parse_count(quantity: str) -> int | None:
+    """Parse a Kubernetes quantity of a countable resource ("8", "2k", "4000m").
+
+    Returns None when the text is not a quantity, is negative, or is not a whole number.
+    """
+    match = _QUANTITY.match(quantity.strip())
+    if match is None:
+        return None
+    number, suffix = match.group(1), match.group(2) or ""
+    try:
+        if suffix[:1] in ("e", "E"):
+            value = Decimal(number) * Decimal(10) ** int(suffix[1:])
+        else:
+            value = Decimal(number) * _SUFFIX_FACTORS[suffix]
+    except (InvalidOperation, ValueError):
+        return None
+    if value < 0 or value != value.to_integral_value():
+        return None
+    return int(value)
+
+
+def node_info_from_object(node: dict[str, Any]) -> NodeInfo:
+    """Reduce a Node object (as JSON) to a `NodeInfo`."""
+    metadata = node.get("metadata") or {}
+    status = node.get("status") or {}
+    allocatable = status.get("allocatable") or {}
+    conditions = status.get("conditions") or []
+    return NodeInfo(
+        name=str(metadata.get("name", "")),
+        labels={str(k): str(v) for k, v in (metadata.get("labels") or {}).items()},
+        allocatable={str(k): str(v) for k, v in allocatable.items() if is_tracked_resource(k)},
+        ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
+    )
+
+
+def _fetch_node_page(
+    *, credentials: Credentials, page_size: int, continue_token: str | None, timeout: float
+) -> dict[str, Any]:
+    api = k8s.CoreV1Api(api_client_for(credentials))
+    return invoke(
+        lambda: read_json(
+            api.list_node(
+                limit=page_size,
+                _continue=continue_token,
+                _preload_content=False,
+                _request_timeout=request_timeout(timeout),
+            )
+        )
+    )
+
+
+def iter_node_pages(
+    *,
+    credentials: Credentials,
+    page_size: int = 500,
+    timeout: float = DEFAULT_TIMEOUT,
+    attempts: int = DEFAULT_READ_ATTEMPTS,
+    base_delay: float = DEFAULT_BASE_DELAY,
+) -> Iterator[list[NodeInfo]]:
+    """Yield the cluster's nodes one API page at a time.
+
+    Each page is retried on transient errors (same continue token). An expired
+    continue token surfaces as `BadRequest` with reason `Expired`: the caller
+    restarts the listing.
+    """
+    continue_token: str | None = None
+    while True:
+        page = call_with_retries(
+            partial(
+                _fetch_node_page,
+                credentials=credentials,
+                page_size=page_size,
+                continue_token=continue_token,
+                timeout=timeout,
+            ),
+            attempts=attempts,
+            base_delay=base_delay,
+        )
+        yield [node_info_from_object(item) for item in page.get("items") or []]
+        continue_token = (page.get("metadata") or {}).get("continue") or None
+        if continue_token is None:
+            return

@@ -1,0 +1,196 @@
+"""Clusters, the global node inventory, and admin verifications of selectors."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.postgres.indexes import GinIndex
+from django.core.validators import RegexValidator
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from rlark_site.audit.tracking import audited
+from rlark_site.tenancy.models import Team
+
+dns_label_validator = RegexValidator(
+    r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+    _("1–63 lower-case letters, digits or hyphens, starting and ending with a letter or digit."),
+)
+
+
+class ClusterState(models.TextChoices):
+    NEVER_POLLED = "never_polled", _("never polled")
+    OK = "ok", _("ok")
+    STALE = "stale", _("stale")
+    DISABLED = "disabled", _("disabled")
+
+
+@audited(
+    exclude=[
+        "state", "last_polled_at", "last_success_at", "last_error", "failure_count",
+        "next_poll_at", "poll_lease_until", "generation",
+    ]
+)
+class Cluster(models.Model):
+    """A Kubernetes cluster RLark submits to. Credentials are Fernet-encrypted at rest."""
+
+    name = models.CharField(max_length=63, unique=True, validators=[dns_label_validator])
+    namespace = models.CharField(max_length=63, validators=[dns_label_validator])
+    api_url = models.URLField(max_length=500)
+    token_encrypted = models.TextField(blank=True, default="")
+    ca_cert_encrypted = models.TextField(blank=True, default="")
+    verify_tls = models.BooleanField(default=True)
+    enabled = models.BooleanField(default=True)
+    # Poll bookkeeping (not audited: it changes on every poll).
+    state = models.CharField(
+        max_length=20, choices=ClusterState.choices, default=ClusterState.NEVER_POLLED
+    )
+    last_polled_at = models.DateTimeField(null=True, blank=True)
+    last_success_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    failure_count = models.PositiveIntegerField(default=0)
+    next_poll_at = models.DateTimeField(null=True, blank=True)
+    poll_lease_until = models.DateTimeField(null=True, blank=True)
+    # Increases whenever the cluster's node set or any node's labels change.
+    generation = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@audited(exclude=["last_seen"])
+class Node(models.Model):
+    """One node of one cluster, as last polled. Vanished nodes are marked gone, not deleted."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="nodes")
+    name = models.CharField(max_length=253)
+    namespace = models.CharField(max_length=63)
+    labels = models.JSONField(default=dict)
+    gpu = models.IntegerField(null=True, blank=True)  # allocatable nvidia.com/gpu
+    devices = models.JSONField(default=dict)  # allocatable rlinf.io/* counts
+    ready = models.BooleanField(default=True)
+    gone = models.BooleanField(default=False)
+    first_seen = models.DateTimeField(auto_now_add=True)
+    last_seen = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["cluster__name", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"], name="unique_node_per_cluster")
+        ]
+        indexes = [
+            GinIndex(fields=["labels"], name="node_labels_gin", opclasses=["jsonb_path_ops"]),
+            models.Index(fields=["gone", "cluster"], name="node_gone_cluster"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id}/{self.name}"
+
+
+@audited()
+class StorageClass(models.Model):
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="storage_classes")
+    name = models.CharField(max_length=253)
+
+    class Meta:
+        ordering = ["cluster__name", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"], name="unique_storage_class")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@audited()
+class NetworkDomain(models.Model):
+    """An admin-defined cross-cluster network domain and the clusters it spans."""
+
+    name = models.CharField(max_length=63, unique=True, validators=[dns_label_validator])
+    description = models.TextField(blank=True, default="")
+    clusters = models.ManyToManyField(Cluster, related_name="network_domains", blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ClusterJob(models.Model):
+    """A Job seen on a cluster by the inventory poll (so job names stay unique fleet-wide)."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="remote_jobs")
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253, db_index=True)
+    uid = models.CharField(max_length=64, blank=True, default="")
+    seen_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "namespace", "name"], name="unique_cluster_job"
+            )
+        ]
+
+
+class VerificationState(models.TextChoices):
+    PENDING = "pending", _("pending")
+    APPROVED = "approved", _("approved")
+    REJECTED = "rejected", _("rejected")
+    STALE = "stale", _("stale")
+
+
+@audited()
+class Verification(models.Model):
+    """A platform admin's check of one (cluster, selector) combination against the inventory.
+
+    The matches are computed when requested and stored with the inventory generations they
+    came from; an approval holds for exactly that snapshot.
+    """
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="verifications")
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="verifications")
+    selector = models.JSONField()  # {key: value}
+    selector_key = models.TextField()  # canonical "k=v,k2=v2" (sorted) for exact lookups
+    for_header_role = models.BooleanField(default=False)
+    requested_gpu = models.IntegerField(null=True, blank=True)
+    requested_devices = models.JSONField(default=dict, blank=True)
+    requested_host_paths = models.JSONField(default=list, blank=True)
+    request_note = models.TextField(blank=True, default="")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    # Snapshot of the automated result at request time.
+    matches = models.JSONField(default=list)  # [{cluster, name, namespace, gpu, devices, ready}]
+    match_signature = models.JSONField(default=list)  # [[cluster, node], ...] sorted
+    inventory_generations = models.JSONField(default=dict)  # {cluster: generation}
+    # Decision.
+    state = models.CharField(
+        max_length=20, choices=VerificationState.choices, default=VerificationState.PENDING
+    )
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_note = models.TextField(blank=True, default="")
+    confirmed_gpu = models.IntegerField(null=True, blank=True)
+    confirmed_devices = models.JSONField(default=dict, blank=True)
+    confirmed_host_paths = models.JSONField(default=list, blank=True)
+    # Drift: set when a later poll changes the matched node set of an approval.
+    stale_at = models.DateTimeField(null=True, blank=True)
+    drift = models.JSONField(default=dict, blank=True)  # {added: [...], removed: [...]}
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [
+            models.Index(fields=["team", "cluster", "selector_key"], name="verification_lookup"),
+            models.Index(fields=["state", "created_at"], name="verification_queue"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id}: {self.selector_key} ({self.state})"

@@ -1,0 +1,288 @@
+"""Fleet files: several simulated clusters, their nodes, storage classes and faults.
+
+`load_fleet` / `parse_fleet` validate a fleet document and report every problem
+with the path of the entry it concerns (for example
+`clusters[1] (gpu-b).nodes[3] (b-node-03).allocatable["nvidia.com/gpu"]`);
+`generate_fleet` builds large synthetic fleets for benchmarks.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from clusters.simulator.faults import (
+    FAULTS_SCHEMA,
+    FaultSpec,
+    fault_problems,
+    fault_spec_from_dict,
+)
+from clusters.simulator.quantity import is_quantity
+
+CONTROL_SEGMENT = "_control"
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(
+    r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+NODE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["name"],
+    "properties": {
+        "name": {"type": "string", "minLength": 1},
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "allocatable": {
+            "type": "object",
+            "additionalProperties": {"type": ["integer", "string"]},
+        },
+        "ready": {"type": "boolean"},
+    },
+}
+
+FLEET_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["clusters"],
+    "properties": {
+        "clusters": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["name", "namespace"],
+                "properties": {
+                    "name": {"type": "string"},
+                    "namespace": {"type": "string"},
+                    "token": {"type": ["string", "null"]},
+                    "storage_classes": {"type": "array", "items": {"type": "string"}},
+                    "nodes": {"type": "array", "items": NODE_SCHEMA},
+                    "faults": FAULTS_SCHEMA,
+                },
+            },
+        },
+    },
+}
+
+
+class FleetError(ValueError):
+    """A fleet document is invalid; `problems` lists every problem found."""
+
+    def __init__(self, problems: Sequence[str], *, source: str = "fleet") -> None:
+        self.problems = list(problems)
+        super().__init__(f"invalid {source}:\n  " + "\n  ".join(self.problems))
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+    allocatable: dict[str, str] = field(default_factory=dict)
+    ready: bool = True
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    name: str
+    namespace: str
+    token: str | None
+    storage_classes: tuple[str, ...]
+    nodes: tuple[NodeSpec, ...]
+    faults: FaultSpec = field(default_factory=FaultSpec)
+
+
+@dataclass(frozen=True)
+class Fleet:
+    clusters: tuple[ClusterSpec, ...]
+
+    def cluster(self, name: str) -> ClusterSpec:
+        for cluster in self.clusters:
+            if cluster.name == name:
+                return cluster
+        raise KeyError(name)
+
+    @property
+    def node_count(self) -> int:
+        return sum(len(cluster.nodes) for cluster in self.clusters)
+
+
+def describe_path(document: Any, path: Iterable[Any]) -> str:
+    """Render a path into the document, naming list entries that have a `name`."""
+    parts = []
+    current = document
+    for step in path:
+        entry: Any = None
+        if isinstance(step, int):
+            if isinstance(current, list) and 0 <= step < len(current):
+                entry = current[step]
+            name = entry.get("name") if isinstance(entry, dict) else None
+            parts.append(f"[{step}]" + (f" ({name})" if isinstance(name, str) else ""))
+        else:
+            entry = current.get(step) if isinstance(current, dict) else None
+            parts.append(f".{step}" if _PLAIN_KEY.match(str(step)) else f'["{step}"]')
+        current = entry
+    return "".join(parts).lstrip(".") or "fleet"
+
+
+def label_problems(labels: dict[str, str]) -> list[str]:
+    """Kubernetes label-syntax problems of a label mapping, keyed by the label."""
+    problems = []
+    for key, value in labels.items():
+        prefix, _, name = key.rpartition("/")
+        if (prefix and not _DNS_SUBDOMAIN.match(prefix)) or not _LABEL_NAME.match(name):
+            problems.append(f'labels["{key}"]: not a valid label key')
+        if value and not _LABEL_NAME.match(value):
+            problems.append(f'labels["{key}"]: value "{value}" is not a valid label value')
+    return problems
+
+
+def allocatable_problems(allocatable: dict[str, Any]) -> list[str]:
+    """Problems of an allocatable mapping: values must be non-negative quantities."""
+    problems = []
+    for key, value in allocatable.items():
+        valid = value >= 0 if isinstance(value, int) else is_quantity(str(value))
+        if not valid or isinstance(value, bool):
+            problems.append(f'allocatable["{key}"]: {value!r} is not a non-negative quantity')
+    return problems
+
+
+def _schema_problems(document: Any) -> list[str]:
+    validator = jsonschema.Draft202012Validator(FLEET_SCHEMA)
+    errors = sorted(validator.iter_errors(document), key=lambda e: list(map(str, e.absolute_path)))
+    return [f"{describe_path(document, e.absolute_path)}: {e.message}" for e in errors]
+
+
+def _cluster_problems(index: int, cluster: dict[str, Any]) -> list[str]:
+    where = f"clusters[{index}] ({cluster['name']})"
+    problems = []
+    if not _DNS_LABEL.match(cluster["name"]) or cluster["name"] == CONTROL_SEGMENT:
+        problems.append(f"{where}.name: must be a DNS label (a-z, 0-9, '-'), used in URLs")
+    if not _DNS_LABEL.match(cluster["namespace"]):
+        problems.append(f"{where}.namespace: must be a DNS label")
+    classes = cluster.get("storage_classes", [])
+    for duplicate in sorted({c for c in classes if classes.count(c) > 1}):
+        problems.append(f"{where}.storage_classes: {duplicate} appears twice")
+    seen: set[str] = set()
+    for node_index, node in enumerate(cluster.get("nodes", [])):
+        node_where = f"{where}.nodes[{node_index}] ({node['name']})"
+        if node["name"] in seen:
+            problems.append(f"{node_where}.name: duplicate node name in this cluster")
+        seen.add(node["name"])
+        if not _DNS_SUBDOMAIN.match(node["name"]):
+            problems.append(f"{node_where}.name: must be a DNS subdomain")
+        problems += [f"{node_where}.{p}" for p in label_problems(node.get("labels", {}))]
+        problems += [f"{node_where}.{p}" for p in allocatable_problems(node.get("allocatable", {}))]
+    if "faults" in cluster:
+        problems += [f"{where}.faults: {p}" for p in fault_problems(cluster["faults"])]
+    return problems
+
+
+def _semantic_problems(document: dict[str, Any]) -> list[str]:
+    problems = []
+    names = [cluster["name"] for cluster in document["clusters"]]
+    for duplicate in sorted({name for name in names if names.count(name) > 1}):
+        problems.append(f"clusters: the name {duplicate} is used by more than one cluster")
+    for index, cluster in enumerate(document["clusters"]):
+        problems += _cluster_problems(index, cluster)
+    return problems
+
+
+def node_spec_from_dict(node: dict[str, Any]) -> NodeSpec:
+    """Build a `NodeSpec` from a validated node mapping (quantities become strings)."""
+    return NodeSpec(
+        name=node["name"],
+        labels=dict(node.get("labels", {})),
+        allocatable={key: str(value) for key, value in node.get("allocatable", {}).items()},
+        ready=node.get("ready", True),
+    )
+
+
+def _cluster_spec(cluster: dict[str, Any]) -> ClusterSpec:
+    return ClusterSpec(
+        name=cluster["name"],
+        namespace=cluster["namespace"],
+        token=cluster.get("token"),
+        storage_classes=tuple(cluster.get("storage_classes", [])),
+        nodes=tuple(node_spec_from_dict(node) for node in cluster.get("nodes", [])),
+        faults=fault_spec_from_dict(cluster.get("faults", {})),
+    )
+
+
+def parse_fleet(document: Any, *, source: str = "fleet") -> Fleet:
+    """Validate a fleet document (already parsed from YAML) and build the `Fleet`."""
+    problems = _schema_problems(document)
+    if not problems:
+        problems = _semantic_problems(document)
+    if problems:
+        raise FleetError(problems, source=source)
+    return Fleet(clusters=tuple(_cluster_spec(cluster) for cluster in document["clusters"]))
+
+
+def load_fleet(path: str | Path) -> Fleet:
+    """Read, validate and build the fleet in a YAML file."""
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise FleetError([f"not valid YAML: {exc}"], source=str(path)) from exc
+    return parse_fleet(document, source=str(path))
+
+
+_GPU_MODELS = ("a100", "h100", "l40s")
+_ZONES = ("zone-1", "zone-2", "zone-3", "zone-4")
+_STORAGE_CLASSES = ("s3-fuse", "local-nvme", "nfs", "ceph-rbd")
+
+
+def _generated_node(rng: random.Random, cluster: str, index: int) -> dict[str, Any]:
+    name = f"{cluster}-node-{index:05d}"
+    has_gpu = rng.random() < 0.7
+    labels = {
+        "kubernetes.io/hostname": name,
+        "topology.rlinf.io/cluster": cluster,
+        "rlinf.io/pool": f"{cluster}-pool-{index % 8}",
+        "rlinf.io/zone": rng.choice(_ZONES),
+        "rlinf.io/rack": f"rack-{index // 16:03d}",
+    }
+    allocatable: dict[str, int] = {}
+    if has_gpu:
+        labels["rlinf.io/gpu-model"] = rng.choice(_GPU_MODELS)
+        allocatable["nvidia.com/gpu"] = rng.choice((4, 8, 8, 8))
+        allocatable["rlinf.io/rdma"] = rng.choice((0, 2, 4))
+    else:
+        allocatable["rlinf.io/sim-license"] = rng.choice((1, 2, 4))
+    ready = rng.random() > 0.02
+    return {"name": name, "labels": labels, "allocatable": allocatable, "ready": ready}
+
+
+def generate_fleet(*, clusters: int, nodes_per_cluster: int, seed: int = 0) -> dict[str, Any]:
+    """A synthetic fleet document for benchmarks, deterministic for a given seed.
+
+    Clusters `sim-00`, `sim-01`, ... each get their own pools and cluster label;
+    zones, GPU models and racks repeat across clusters, so selectors on those
+    alone match nodes in several clusters, as in the demo fleet.
+    """
+    rng = random.Random(seed)
+    document_clusters = []
+    for cluster_index in range(clusters):
+        name = f"sim-{cluster_index:02d}"
+        document_clusters.append(
+            {
+                "name": name,
+                "namespace": f"rl-{name}",
+                "token": f"token-{name}",
+                "storage_classes": sorted(rng.sample(_STORAGE_CLASSES, 2)),
+                "nodes": [_generated_node(rng, name, i) for i in range(nodes_per_cluster)],
+            }
+        )
+    return {"clusters": document_clusters}

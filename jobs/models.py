@@ -1,0 +1,291 @@
+"""Job drafts and their roles, SSH keys, launch lists, deployment parameters and run records.
+
+Draft fields keep what the user typed, even when it breaks a rule (a GPU count of "eight",
+an unknown cluster name): the findings engine reports it and nothing is lost.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from clusters.models import Verification
+from rlark_site.audit.tracking import audited
+from rlark_site.tenancy.models import Team
+
+
+def _zero() -> int:
+    return 0
+
+
+class TaskType(models.TextChoices):
+    RL = "rl", _("reinforcement learning")
+    DATA_COLLECTION = "data_collection", _("data collection")
+    EVALUATION = "evaluation", _("evaluation")
+    CUSTOM = "custom", _("custom")
+
+
+@audited()
+class SSHKey(models.Model):
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="ssh_keys")
+    name = models.CharField(max_length=100)
+    public_key = models.TextField()
+    fingerprint = models.CharField(max_length=100)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["team", "name"], name="unique_ssh_key_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@audited()
+class LaunchList(models.Model):
+    """启动清单: the application inputs of a run and the first valid signals to expect."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="launch_lists")
+    title = models.CharField(max_length=200)
+    entry = models.TextField(blank=True, default="")  # entry command / config
+    datasets = models.TextField(blank=True, default="")
+    models_used = models.TextField(blank=True, default="")
+    hyperparameters = models.TextField(blank=True, default="")
+    notes = models.TextField(blank=True, default="")
+    # [{"signal": ..., "where": ..., "within_minutes": int}]
+    expected_signals = models.JSONField(default=list, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+@audited()
+class DeploymentParameters(models.Model):
+    """部署参数: per-role placement, resources, storage and network constraints, as confirmed.
+
+    `launch_list` links the two records both ways (`launch_list.deployment_parameters`).
+    """
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="deployment_parameters")
+    title = models.CharField(max_length=200)
+    launch_list = models.OneToOneField(
+        LaunchList, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="deployment_parameters",
+    )
+    # [{"role", "cluster", "selector": {k: v}, "gpus", "devices", "cpu", "memory", "mounts"}]
+    roles = models.JSONField(default=list, blank=True)
+    network_domain = models.CharField(max_length=63, blank=True, default="")
+    storage_notes = models.TextField(blank=True, default="")
+    network_notes = models.TextField(blank=True, default="")
+    verifications = models.ManyToManyField(Verification, blank=True, related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at", "-id"]
+        verbose_name_plural = "deployment parameters"
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class JobState(models.TextChoices):
+    DRAFT = "draft", _("draft")
+    QUEUED = "queued", _("queued")
+    SUBMITTING = "submitting", _("submitting")
+    SUBMIT_FAILED = "submit_failed", _("submit failed")
+    PENDING = "pending", _("pending")
+    RUNNING = "running", _("running")
+    SUCCEEDED = "succeeded", _("succeeded")
+    FAILED = "failed", _("failed")
+    CANCELLED = "cancelled", _("cancelled")
+
+
+@audited()
+class Job(models.Model):
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="jobs")
+    name = models.CharField(max_length=255, unique=True)  # validated by the findings engine
+    task_type = models.CharField(max_length=40, default=TaskType.RL)
+    header_role = models.CharField(max_length=255, blank=True, default="")
+    network_domain = models.CharField(max_length=255, blank=True, default="")
+    ssh_key_names = models.JSONField(default=list, blank=True)
+    run_script = models.TextField(blank=True, default="")
+    tensorboard_log_dir = models.TextField(blank=True, default="")
+    image_compatibility_confirmed = models.BooleanField(default=False)
+    launch_list = models.ForeignKey(
+        LaunchList, null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs"
+    )
+    deployment_parameters = models.ForeignKey(
+        DeploymentParameters, null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs"
+    )
+    state = models.CharField(max_length=20, choices=JobState.choices, default=JobState.DRAFT)
+    wizard_step = models.PositiveSmallIntegerField(default=1)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    # Lifecycle (after submission); the run record holds the frozen artifacts.
+    cluster = models.CharField(max_length=63, blank=True, default="")
+    namespace = models.CharField(max_length=63, blank=True, default="")
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    pending_since = models.DateTimeField(null=True, blank=True)
+    pending_flagged = models.BooleanField(default=False)
+    status_reason = models.CharField(max_length=255, blank=True, default="")
+    status_message = models.TextField(blank=True, default="")
+    status_checked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-updated_at", "-id"]
+        indexes = [models.Index(fields=["team", "-updated_at"], name="job_team_recent")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@audited()
+class Role(models.Model):
+    """One role of a job draft; becomes one Task of the manifest."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="roles")
+    position = models.PositiveSmallIntegerField()
+    name = models.CharField(max_length=255, blank=True, default="")
+    cluster = models.CharField(max_length=63, blank=True, default="")
+    selector = models.JSONField(default=list, blank=True)  # [[key, value], ...] as typed
+    gpus = models.JSONField(default=_zero, blank=True)  # raw: int when valid
+    devices = models.JSONField(default=list, blank=True)  # [[name, count], ...]
+    cpu = models.JSONField(default=dict, blank=True)  # {"request": "", "limit": ""}
+    memory = models.JSONField(default=dict, blank=True)
+    image = models.TextField(blank=True, default="")
+    image_digest = models.CharField(max_length=255, blank=True, default="")
+    prepare_script = models.TextField(blank=True, default="")
+    env = models.JSONField(default=list, blank=True)  # [{"name", "value"}]
+    mounts = models.JSONField(default=list, blank=True)  # [{"kind","source","target","storage_class"}]
+
+    class Meta:
+        ordering = ["job", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "position"], name="unique_role_position")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_id}:{self.name}"
+
+
+class SubmissionState(models.TextChoices):
+    QUEUED = "queued", _("queued")
+    SUBMITTING = "submitting", _("submitting")
+    SUBMITTED = "submitted", _("submitted")
+    FAILED = "failed", _("failed")
+
+
+@audited()
+class RunRecord(models.Model):
+    """Everything about one job name, frozen at submission, in one place."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="run_records")
+    job = models.OneToOneField(Job, on_delete=models.PROTECT, related_name="run_record")
+    job_name = models.CharField(max_length=63, unique=True)
+    cluster = models.CharField(max_length=63)
+    namespace = models.CharField(max_length=63)
+    manifest_yaml = models.TextField()
+    manifest_sha256 = models.CharField(max_length=64)
+    launch_list_snapshot = models.JSONField(default=dict)
+    deployment_parameters_snapshot = models.JSONField(default=dict)
+    verifications_snapshot = models.JSONField(default=list)
+    findings_snapshot = models.JSONField(default=list)  # warnings accepted at submission
+    frozen_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    frozen_at = models.DateTimeField(auto_now_add=True)
+    submission_state = models.CharField(
+        max_length=20, choices=SubmissionState.choices, default=SubmissionState.QUEUED
+    )
+    submission_lease_until = models.DateTimeField(null=True, blank=True)
+    remote_uid = models.CharField(max_length=64, blank=True, default="")
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    failure_message = models.TextField(blank=True, default="")
+    cancelled_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-frozen_at"]
+
+    def __str__(self) -> str:
+        return self.job_name
+
+
+class AttemptOutcome(models.TextChoices):
+    CREATED = "created", _("created")
+    ALREADY_EXISTS = "already_exists", _("already existed (ours)")
+    TRANSIENT_ERROR = "transient_error", _("transient error, will retry")
+    PERMANENT_ERROR = "permanent_error", _("permanent error")
+    IN_PROGRESS = "in_progress", _("in progress")
+
+
+@audited()
+class SubmissionAttempt(models.Model):
+    run_record = models.ForeignKey(RunRecord, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveIntegerField()
+    task_id = models.CharField(max_length=255, blank=True, default="")
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(
+        max_length=20, choices=AttemptOutcome.choices, default=AttemptOutcome.IN_PROGRESS
+    )
+    http_status = models.IntegerField(null=True, blank=True)
+    message = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["run_record", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["run_record", "number"], name="unique_attempt_number")
+        ]
+
+
+@audited()
+class StatusChange(models.Model):
+    """One observed phase change of a submitted Job."""
+
+    run_record = models.ForeignKey(RunRecord, on_delete=models.CASCADE, related_name="status_changes")
+    phase = models.CharField(max_length=40)
+    reason = models.CharField(max_length=255, blank=True, default="")
+    message = models.TextField(blank=True, default="")
+    observed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run_record", "observed_at", "id"]
+
+
+@audited()
+class FirstRunCheck(models.Model):
+    """Whether the expected first signal of a run was observed (Running is not enough)."""
+
+    run_record = models.ForeignKey(
+        RunRecord, on_delete=models.CASCADE, related_name="first_run_checks"
+    )
+    observed = models.BooleanField()
+    evidence = models.TextField(blank=True, default="")
+    notes = models.TextField(blank=True, default="")
+    troubleshooting = models.JSONField(default=dict, blank=True)  # checklist item -> answer
+    checked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    checked_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run_record", "checked_at", "id"]

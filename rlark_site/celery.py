@@ -1,0 +1,33 @@
+"""The Celery app. Schedules live in one place: `beat_schedule` below."""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rlark_site.settings")
+
+app = Celery("rlark")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks(["clusters", "jobs"])
+
+
+@app.on_after_finalize.connect
+def _schedule(sender: Celery, **_: object) -> None:
+    from django.conf import settings
+
+    sender.conf.beat_schedule = {
+        "poll-inventories": {
+            "task": "clusters.tasks.poll_due_clusters",
+            "schedule": 5.0,
+        },
+        "sync-job-status": {
+            "task": "jobs.tasks.sync_submitted_jobs",
+            "schedule": float(settings.RLARK_STATUS_POLL_INTERVAL),
+        },
+        "resume-stalled-submissions": {
+            "task": "jobs.tasks.resume_stalled_submissions",
+            "schedule": 30.0,
+        },
+    }

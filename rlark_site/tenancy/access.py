@@ -1,0 +1,91 @@
+"""Tenant access: every tenant-owned read goes through these functions.
+
+Zulip's rule: "missing" and "not yours" give the same answer (404), so nothing leaks.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import Model, QuerySet
+
+from rlark_site.exceptions import NotFoundError
+from rlark_site.tenancy.models import MemberRole, Membership, Team
+
+M = TypeVar("M", bound=Model)
+AnyUser = AbstractBaseUser | AnonymousUser
+
+
+def is_platform_admin(user: AnyUser) -> bool:
+    return bool(user.is_authenticated and getattr(user, "is_staff", False))
+
+
+def teams_for_user(user: AnyUser) -> QuerySet[Team]:
+    if not user.is_authenticated:
+        return Team.objects.none()
+    return Team.objects.filter(memberships__user=user).distinct()
+
+
+def visible_teams(user: AnyUser) -> QuerySet[Team]:
+    """Teams a user may look at: their own, or every team for platform admins."""
+    if is_platform_admin(user):
+        return Team.objects.all()
+    return teams_for_user(user)
+
+
+def access_team(user: AnyUser, slug: str) -> Team:
+    team = visible_teams(user).filter(slug=slug).first()
+    if team is None:
+        raise NotFoundError("Team not found.")
+    return team
+
+
+def membership_of(user: AnyUser, team: Team) -> Membership | None:
+    if not user.is_authenticated:
+        return None
+    return Membership.objects.filter(team=team, user=user).first()
+
+
+def can_manage_members(user: AnyUser, team: Team) -> bool:
+    if is_platform_admin(user):
+        return True
+    membership = membership_of(user, team)
+    return membership is not None and membership.role == MemberRole.MAINTAINER
+
+
+def scope_to_member_teams(queryset: QuerySet[M], user: AnyUser, *,
+                          team_field: str = "team", admins_see_all: bool = False) -> QuerySet[M]:
+    """Restrict a queryset of tenant-owned rows to the user's teams."""
+    if admins_see_all and is_platform_admin(user):
+        return queryset
+    if not user.is_authenticated:
+        return queryset.none()
+    return queryset.filter(**{f"{team_field}__memberships__user": user})
+
+
+def access_team_object(queryset: QuerySet[M], user: AnyUser, *, team_field: str = "team",
+                       admins_see_all: bool = False, **lookup: object) -> M:
+    """One tenant-owned object, or NotFoundError whether it is missing or another team's."""
+    obj = scope_to_member_teams(
+        queryset, user, team_field=team_field, admins_see_all=admins_see_all
+    ).filter(**lookup).first()
+    if obj is None:
+        raise NotFoundError(f"{queryset.model._meta.verbose_name.capitalize()} not found.")
+    return obj
+
+
+def current_team(request: object) -> Team | None:
+    """The team the user is working in (session choice, else their first team)."""
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return None
+    teams = teams_for_user(user)
+    session = getattr(request, "session", {})
+    chosen = session.get("current_team")
+    team = teams.filter(slug=chosen).first() if chosen else None
+    if team is None:
+        team = teams.order_by("slug").first()
+        if team is not None and hasattr(session, "__setitem__"):
+            session["current_team"] = team.slug
+    return team

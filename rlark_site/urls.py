@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+from rlark_site import health, views
+from rlark_site.tenancy import api as tenancy_api
+
+api_v1 = [
+    path("auth/token/", tenancy_api.TokenView.as_view(), name="api-token"),
+    path("teams/", tenancy_api.TeamsView.as_view(), name="api-teams"),
+    path("teams/<slug:slug>/members/", tenancy_api.TeamMembersView.as_view(), name="api-members"),
+    path("", include("clusters.api_urls")),
+    path("", include("jobs.api_urls")),
+]
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("team/switch/", views.switch_team, name="switch-team"),
+    path("i18n/", include("django.conf.urls.i18n")),
+    path("health/live", health.live, name="health-live"),
+    path("health/ready", health.ready, name="health-ready"),
+    path("api/v1/", include((api_v1, "api"), namespace="api")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+    path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="redoc"),
+    path("clusters/", include("clusters.urls")),
+    path("jobs/", include("jobs.urls")),
+    path("django-admin/", admin.site.urls),
+]

@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.urls import NoReverseMatch, reverse
+from django.views.decorators.http import require_POST
+
+from rlark_site.tenancy.access import teams_for_user
+
+
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    try:
+        return redirect(reverse("jobs:list"))
+    except NoReverseMatch:
+        return redirect(reverse("swagger-ui"))
+
+
+@login_required
+@require_POST
+def switch_team(request: HttpRequest) -> HttpResponse:
+    slug = request.POST.get("team", "")
+    if teams_for_user(request.user).filter(slug=slug).exists():
+        request.session["current_team"] = slug
+    return redirect(request.POST.get("next") or reverse("home"))

@@ -1,0 +1,80 @@
+"""Shared fixtures: a team with an owner (maintainer) and a second member, an outsider in another
+team, and a platform admin, so every view test can also prove cross-tenant denial."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from rlark_site.tenancy.models import MemberRole, Membership, Team
+
+User = get_user_model()
+REPO = Path(__file__).resolve().parent.parent
+DEMO_FLEET = REPO / "deploy" / "fleets" / "demo.yaml"
+PASSWORD = "correct-horse-battery"
+
+
+def make_user(username: str, *, team: Team | None = None, role: str = MemberRole.MEMBER,
+              is_staff: bool = False) -> Any:
+    user = User.objects.create_user(username=username, password=PASSWORD, is_staff=is_staff)
+    if team is not None:
+        Membership.objects.create(team=team, user=user, role=role)
+    return user
+
+
+@pytest.fixture
+def team(db: None) -> Team:
+    return Team.objects.create(slug="vision-rl", name="Vision RL")
+
+
+@pytest.fixture
+def other_team(db: None) -> Team:
+    return Team.objects.create(slug="nlp-rl", name="NLP RL")
+
+
+@pytest.fixture
+def owner(team: Team) -> Any:
+    return make_user("owner", team=team, role=MemberRole.MAINTAINER)
+
+
+@pytest.fixture
+def member(team: Team) -> Any:
+    return make_user("member", team=team)
+
+
+@pytest.fixture
+def outsider(other_team: Team) -> Any:
+    return make_user("outsider", team=other_team)
+
+
+@pytest.fixture
+def admin_user(db: None) -> Any:
+    return make_user("platform-admin", is_staff=True)
+
+
+@pytest.fixture
+def api_client_for() -> Callable[[Any], APIClient]:
+    """An API client authenticated with the given user's token."""
+
+    def build(user: Any) -> APIClient:
+        client = APIClient()
+        token, _ = Token.objects.get_or_create(user=user)
+        client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+        return client
+
+    return build
+
+
+@pytest.fixture
+def demo_simulator() -> Iterator[Any]:
+    """The fleet simulator serving the demo fleet over real HTTP on a free port."""
+    from clusters.simulator.testing import run_simulator
+
+    with run_simulator(DEMO_FLEET) as handle:
+        yield handle
