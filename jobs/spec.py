@@ -8,8 +8,35 @@ may be the string ``"eight"``) so that bad input is reported, never lost.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 from typing import Any, Literal
+
+from clusters.types import (
+    ClusterFacts,
+    MatchedNode,
+    SelectorMatch,
+    VerificationView,
+    selector_key,
+)
+
+__all__ = [
+    "MOUNT_KINDS",
+    "TASK_TYPES",
+    "CheckContext",
+    "ClusterFacts",
+    "EnvVar",
+    "Finding",
+    "JobSpec",
+    "MatchedNode",
+    "Mount",
+    "ResourcePair",
+    "RoleSpec",
+    "SelectorMatch",
+    "Severity",
+    "VerificationView",
+    "selector_key",
+]
 
 Severity = Literal["error", "warning"]
 
@@ -86,89 +113,18 @@ class JobSpec:
 
 
 @dataclass(frozen=True)
-class MatchedNode:
-    cluster: str
-    name: str
-    namespace: str
-    gpu: int | None  # allocatable nvidia.com/gpu; None when the node does not report it
-    devices: tuple[tuple[str, int], ...] = ()  # allocatable rlinf.io/* resources
-    ready: bool = True
-
-
-@dataclass(frozen=True)
-class SelectorMatch:
-    """The global matches of one selector, ordered by (cluster, node name)."""
-
-    nodes: tuple[MatchedNode, ...]
-    # For each single condition (key, value): the set of clusters its matches lie in.
-    condition_clusters: tuple[tuple[tuple[str, str], frozenset[str]], ...] = ()
-
-    @property
-    def count(self) -> int:
-        return len(self.nodes)
-
-    @property
-    def clusters(self) -> frozenset[str]:
-        return frozenset(n.cluster for n in self.nodes)
-
-    def foreign_nodes(self, cluster: str) -> tuple[MatchedNode, ...]:
-        return tuple(n for n in self.nodes if n.cluster != cluster)
-
-    def confining_conditions(self, cluster: str) -> tuple[tuple[str, str], ...]:
-        """Single conditions whose own matches all lie in `cluster` (and are non-empty)."""
-        return tuple(c for c, cl in self.condition_clusters if cl == frozenset({cluster}))
-
-    def gpu_max(self) -> int | None:
-        """The smallest allocatable GPU count among matches; None if unknown."""
-        values = [n.gpu for n in self.nodes]
-        if not values or any(v is None for v in values):
-            return None
-        return min(v for v in values if v is not None)
-
-    def devices_max(self) -> dict[str, int]:
-        """For each device name reported by every matched node: its smallest allocatable."""
-        if not self.nodes:
-            return {}
-        per_node = [dict(n.devices) for n in self.nodes]
-        names = set(per_node[0]).intersection(*per_node[1:])
-        return {name: min(d[name] for d in per_node) for name in sorted(names)}
-
-    def signature(self) -> tuple[tuple[str, str], ...]:
-        return tuple((n.cluster, n.name) for n in self.nodes)
-
-
-@dataclass(frozen=True)
-class VerificationView:
-    """The newest verification on record for one (team, cluster, selector)."""
-
-    id: int
-    state: str  # pending | approved | rejected | stale
-    node_signature: tuple[tuple[str, str], ...]  # (cluster, node) pairs in the snapshot
-    confirmed_gpu: int | None = None  # admin-confirmed GPUs per worker
-    confirmed_devices: tuple[tuple[str, int], ...] = ()
-    confirmed_host_paths: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class ClusterFacts:
-    name: str
-    namespace: str
-    storage_classes: frozenset[str] = frozenset()
-    device_names: frozenset[str] = frozenset()  # rlinf.io/* names any node of it reports
-
-
-@dataclass(frozen=True)
 class CheckContext:
     """Everything outside the draft the rules need, loaded once per check."""
 
-    clusters: dict[str, ClusterFacts] = field(default_factory=dict)
+    clusters: dict[str, ClusterFacts] = dc_field(default_factory=dict)
     # keyed by the selector as a sorted tuple of (key, value) pairs
-    matches: dict[tuple[tuple[str, str], ...], SelectorMatch] = field(default_factory=dict)
+    matches: dict[tuple[tuple[str, str], ...], SelectorMatch] = dc_field(default_factory=dict)
     # keyed by (cluster, sorted selector pairs)
-    verifications: dict[tuple[str, tuple[tuple[str, str], ...]], VerificationView] = field(
-        default_factory=dict
+    verifications: dict[tuple[str, tuple[tuple[str, str], ...]], VerificationView] = (
+        dc_field(default_factory=dict)
     )
-    network_domains: dict[str, frozenset[str]] = field(default_factory=dict)  # name -> clusters
+    # network domain name -> the clusters it spans
+    network_domains: dict[str, frozenset[str]] = dc_field(default_factory=dict)
     taken_names: frozenset[str] = frozenset()  # other jobs' names and Jobs on any cluster
     known_ssh_key_names: frozenset[str] = frozenset()
     unknown_ssh_key_names: tuple[str, ...] = ()  # names the draft asks for that the team lacks
@@ -187,7 +143,7 @@ class Finding:
     message: str
     role: str | None = None
     field: str | None = None
-    detail: dict[str, Any] = field(default_factory=dict)
+    detail: dict[str, Any] = dc_field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -198,7 +154,3 @@ class Finding:
             "message": str(self.message),
             "detail": self.detail,
         }
-
-
-def selector_key(selector: dict[str, str]) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted(selector.items()))
