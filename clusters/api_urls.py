@@ -1,4 +1,6 @@
-from django.urls import URLPattern, URLResolver
+from django.urls import include, path
 
-
-urlpatterns: list[URLPattern | URLResolver] = []
+urlpatterns = [
+    path("", include("clusters.inventory.api_urls")),
+    path("", include("clusters.verifications.api_urls")),
+]

@@ -1,4 +1,7 @@
-from django.urls import URLPattern, URLResolver
+from django.urls import include, path
 
 app_name = "clusters"
-urlpatterns: list[URLPattern | URLResolver] = []
+urlpatterns = [
+    path("", include("clusters.inventory.urls")),
+    path("", include("clusters.verifications.urls")),
+]

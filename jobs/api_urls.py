@@ -1,4 +1,6 @@
-from django.urls import URLPattern, URLResolver
+from django.urls import include, path
 
-
-urlpatterns: list[URLPattern | URLResolver] = []
+urlpatterns = [
+    path("", include("jobs.drafts.api_urls")),
+    path("", include("jobs.records.api_urls")),
+]

@@ -1,4 +1,8 @@
-from django.urls import URLPattern, URLResolver
+from django.urls import include, path
 
 app_name = "jobs"
-urlpatterns: list[URLPattern | URLResolver] = []
+urlpatterns = [
+    path("", include("jobs.drafts.urls")),
+    path("", include("jobs.wizard.urls")),
+    path("", include("jobs.records.urls")),
+]
