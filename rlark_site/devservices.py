@@ -96,7 +96,8 @@ class EmbeddedServices:
         import psycopg
 
         with psycopg.connect(uri, autocommit=True) as conn:
-            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+            query = "SELECT 1 FROM pg_database WHERE datname = %s"
+            exists = conn.execute(query, (name,)).fetchone()
             if not exists:
                 conn.execute(f'CREATE DATABASE "{name}"')
 

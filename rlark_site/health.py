@@ -18,13 +18,15 @@ def ready(request: HttpRequest) -> JsonResponse:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
         checks["postgres"] = "ok"
-    except Exception as exc:  # noqa: BLE001 - any failure means not ready
+    except Exception as exc:
         checks["postgres"] = f"error: {exc.__class__.__name__}"
     try:
-        client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+        client = redis.Redis.from_url(
+            settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2
+        )
         client.ping()
         checks["redis"] = "ok"
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         checks["redis"] = f"error: {exc.__class__.__name__}"
     ok = all(v == "ok" for v in checks.values())
     return JsonResponse({"status": "ok" if ok else "unavailable", "checks": checks},

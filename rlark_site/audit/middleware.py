@@ -22,7 +22,7 @@ class AuditContextMiddleware(HistoryMiddleware):
             {
                 "request_id": request_id[:64],
                 "method": request.method,
-                "team": request.session.get("current_team") if hasattr(request, "session") else None,
+                "team": getattr(request, "session", {}).get("current_team"),
             }
         )
         return context

@@ -72,7 +72,9 @@ USE_TZ = True
 TIME_ZONE = env_str("TIME_ZONE", "UTC")
 
 STATIC_URL = "/static/"
-STATIC_ROOT = BASE_DIR / ".rlark" / "static"
+# Production: set RLARK_STATIC_ROOT and run `manage.py collectstatic`; development serves from
+# the app directories through whitenoise's finders.
+STATIC_ROOT = env_str("RLARK_STATIC_ROOT") or None
 STATICFILES_DIRS = [BASE_DIR / "rlark_site" / "static"]
 WHITENOISE_USE_FINDERS = True
 

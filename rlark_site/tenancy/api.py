@@ -10,7 +10,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from rlark_site.exceptions import ApplicationError
-from rlark_site.tenancy.access import access_team, can_manage_members, is_platform_admin, visible_teams
+from rlark_site.tenancy.access import (
+    access_team,
+    can_manage_members,
+    is_platform_admin,
+    visible_teams,
+)
 from rlark_site.tenancy.models import MemberRole, Membership, Team
 from rlark_site.tenancy.services import member_add, team_create
 
@@ -24,13 +29,18 @@ class TokenView(APIView):
     permission_classes = [AllowAny]
     authentication_classes: list[type] = []
 
-    @extend_schema(request=TokenRequestSerializer,
-                   responses=inline_serializer("Token", {"token": serializers.CharField()}))
+    @extend_schema(
+        request=TokenRequestSerializer,
+        responses=inline_serializer("Token", {"token": serializers.CharField()}),
+    )
     def post(self, request: Request) -> Response:
         data = TokenRequestSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        user = authenticate(request, username=data.validated_data["username"],
-                            password=data.validated_data["password"])
+        user = authenticate(
+            request,
+            username=data.validated_data["username"],
+            password=data.validated_data["password"],
+        )
         if user is None:
             raise ApplicationError("Wrong username or password.", status_code=400)
         token, _ = Token.objects.get_or_create(user=user)
@@ -61,8 +71,9 @@ class TeamsView(APIView):
 
 class MemberSerializer(serializers.Serializer):
     username = serializers.CharField(max_length=150)
-    password = serializers.CharField(required=False, write_only=True, allow_blank=False,
-                                     style={"input_type": "password"})
+    password = serializers.CharField(
+        required=False, write_only=True, allow_blank=False, style={"input_type": "password"}
+    )
     role = serializers.ChoiceField(choices=MemberRole.choices, default=MemberRole.MEMBER)
 
 
@@ -79,15 +90,17 @@ class TeamMembersView(APIView):
     def get(self, request: Request, slug: str) -> Response:
         team = access_team(request.user, slug)
         members = team.memberships.select_related("user").order_by("user__username")
-        return Response({"count": members.count(),
-                         "results": MemberOutSerializer(members, many=True).data})
+        return Response(
+            {"count": members.count(), "results": MemberOutSerializer(members, many=True).data}
+        )
 
     @extend_schema(request=MemberSerializer, responses=MemberOutSerializer)
     def post(self, request: Request, slug: str) -> Response:
         team = access_team(request.user, slug)
         if not can_manage_members(request.user, team):
-            raise ApplicationError("Only team maintainers and platform admins add members.",
-                                   status_code=403)
+            raise ApplicationError(
+                "Only team maintainers and platform admins add members.", status_code=403
+            )
         data = MemberSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         membership = member_add(team=team, **data.validated_data)

@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from tests.conftest import PASSWORD
+
+pytestmark = pytest.mark.django_db
+
+
+def test_login_page_renders_and_logs_in(client: Client, owner) -> None:
+    page = client.get("/login/")
+    assert page.status_code == 200
+    assert b'name="username"' in page.content
+    response = client.post("/login/", {"username": "owner", "password": PASSWORD})
+    assert response.status_code == 302
+
+
+def test_wrong_login_keeps_the_username(client: Client, owner) -> None:
+    response = client.post("/login/", {"username": "owner", "password": "wrong"})
+    assert response.status_code == 200
+    assert b"Wrong username or password." in response.content
+    assert b'value="owner"' in response.content
+
+
+def test_pages_require_login(client: Client) -> None:
+    response = client.get("/")
+    assert response.status_code == 302
+    assert response["Location"].startswith("/login/")
+
+
+def test_chinese_is_chosen_from_the_browser(client: Client) -> None:
+    page = client.get("/login/", HTTP_ACCEPT_LANGUAGE="zh-CN,zh;q=0.9")
+    assert 'lang="zh-hans"' in page.content.decode()
+    assert "登录" in page.content.decode()
+
+
+def test_schema_and_interactive_docs_are_served_without_a_cdn(client: Client, owner) -> None:
+    client.force_login(owner)
+    schema = client.get("/api/schema/")
+    assert schema.status_code == 200
+    assert b"/api/v1/teams/" in schema.content
+    docs = client.get("/api/docs/")
+    assert docs.status_code == 200
+    assert b"cdn." not in docs.content and b"unpkg" not in docs.content
+
+
+def test_health_endpoints(client: Client) -> None:
+    assert client.get("/health/live").json() == {"status": "ok"}
+    ready = client.get("/health/ready")
+    assert ready.status_code == 200
+    assert ready.json()["checks"] == {"postgres": "ok", "redis": "ok"}
