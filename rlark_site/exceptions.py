@@ -14,7 +14,7 @@ from rest_framework.views import exception_handler
 class ApplicationError(Exception):
     """A domain rule refused the request; `extra` is returned to API clients as is."""
 
-    status_code = status.HTTP_400_BAD_REQUEST
+    status_code: int = status.HTTP_400_BAD_REQUEST
 
     def __init__(self, message: str, *, extra: dict[str, Any] | None = None,
                  status_code: int | None = None) -> None:
@@ -28,7 +28,7 @@ class ApplicationError(Exception):
 class NotFoundError(ApplicationError):
     """Missing, or another team's: the same answer for both (no existence leak)."""
 
-    status_code = status.HTTP_404_NOT_FOUND
+    status_code: int = status.HTTP_404_NOT_FOUND
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:

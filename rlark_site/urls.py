@@ -2,13 +2,13 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from rlark_site import health, views
 from rlark_site.tenancy import api as tenancy_api
 
-api_v1 = [
+api_v1: list[URLPattern | URLResolver] = [
     path("auth/token/", tenancy_api.TokenView.as_view(), name="api-token"),
     path("teams/", tenancy_api.TeamsView.as_view(), name="api-teams"),
     path("teams/<slug:slug>/members/", tenancy_api.TeamMembersView.as_view(), name="api-members"),

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from collections.abc import Callable
+from typing import TypeVar, cast
 
 import pghistory
 from django.db import models
@@ -10,11 +11,12 @@ from django.db import models
 M = TypeVar("M", bound=type[models.Model])
 
 
-def audited(**kwargs: object) -> object:
+def audited(*, exclude: list[str] | None = None) -> Callable[[M], M]:
     """Track inserts, updates and deletes of a model in an append-only event table.
 
     Triggers do the recording, so bulk `QuerySet.update()` and raw SQL are recorded too.
     """
-    return pghistory.track(
-        pghistory.InsertEvent(), pghistory.UpdateEvent(), pghistory.DeleteEvent(), **kwargs
+    tracker = pghistory.track(
+        pghistory.InsertEvent(), pghistory.UpdateEvent(), pghistory.DeleteEvent(), exclude=exclude
     )
+    return cast(Callable[[M], M], tracker)

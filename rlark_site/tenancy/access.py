@@ -5,16 +5,15 @@ Zulip's rule: "missing" and "not yours" give the same answer (404), so nothing l
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Model, QuerySet
 
 from rlark_site.exceptions import NotFoundError
 from rlark_site.tenancy.models import MemberRole, Membership, Team
 
 M = TypeVar("M", bound=Model)
-AnyUser = AbstractBaseUser | AnonymousUser
+AnyUser = Any  # a User or AnonymousUser (django-stubs types request.user loosely)
 
 
 def is_platform_admin(user: AnyUser) -> bool:
@@ -71,7 +70,7 @@ def access_team_object(queryset: QuerySet[M], user: AnyUser, *, team_field: str 
         queryset, user, team_field=team_field, admins_see_all=admins_see_all
     ).filter(**lookup).first()
     if obj is None:
-        raise NotFoundError(f"{queryset.model._meta.verbose_name.capitalize()} not found.")
+        raise NotFoundError(f"{str(queryset.model._meta.verbose_name).capitalize()} not found.")
     return obj
 
 
