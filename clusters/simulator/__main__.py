@@ -1,0 +1,80 @@
+"""`python -m clusters.simulator --fleet FILE [--host H] [--port P] [--tick SECONDS]`."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+from clusters.simulator.fleet import FleetError, load_fleet
+from clusters.simulator.schema import DEFAULT_CRD_PATH, REPOSITORY_ROOT
+from clusters.simulator.server import DEFAULT_HOST, READY_PREFIX, start_simulator
+
+
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m clusters.simulator",
+        description="Serve every cluster of a fleet file as a small Kubernetes API.",
+    )
+    parser.add_argument(
+        "--fleet", type=Path, default=REPOSITORY_ROOT / "deploy" / "fleets" / "demo.yaml"
+    )
+    parser.add_argument("--host", default=DEFAULT_HOST, help="bind address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8700, help="0 picks a free port")
+    parser.add_argument(
+        "--tick", type=float, default=2.0, help="controller interval in seconds; 0 disables it"
+    )
+    parser.add_argument("--crd", type=Path, default=DEFAULT_CRD_PATH, help="Job CRD to validate")
+    parser.add_argument("--verbose", action="store_true", help="log every request to stderr")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    arguments = _arguments(argv)
+    try:
+        fleet = load_fleet(arguments.fleet)
+    except (FleetError, OSError) as error:
+        print(error, file=sys.stderr)
+        return 2
+    try:
+        running = start_simulator(
+            fleet,
+            host=arguments.host,
+            port=arguments.port,
+            tick_interval=arguments.tick or None,
+            crd_path=arguments.crd,
+            verbose=arguments.verbose,
+        )
+    except OSError as error:
+        print(f"cannot listen on {arguments.host}:{arguments.port}: {error}", file=sys.stderr)
+        return 1
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+    print(
+        f"{READY_PREFIX}{running.base_url} ({len(fleet.clusters)} clusters, "
+        f"{fleet.node_count} nodes; Job schema: {running.simulator.job_schema.source})"
+    )
+    for cluster in fleet.clusters:
+        auth = "bearer token required" if cluster.token else "no auth"
+        print(
+            f"  {cluster.name}: {running.base_url}/{cluster.name} "
+            f"(namespace {cluster.namespace}, {auth})"
+        )
+    sys.stdout.flush()
+    while not stop.wait(1.0):
+        pass
+    running.stop()
+    print("fleet simulator stopped", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""The `/_control/` endpoint: how tests and demos steer the simulated fleet.
+
+JSON in, JSON out; errors are Kubernetes `Status` objects like the API's own.
+Documented in docs/simulator.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema
+
+from clusters.simulator.controller import PHASES, phase_status
+from clusters.simulator.core import Simulator
+from clusters.simulator.faults import FaultSpec, fault_problems, fault_spec_from_dict
+from clusters.simulator.fleet import (
+    NODE_SCHEMA,
+    allocatable_problems,
+    label_problems,
+    node_spec_from_dict,
+)
+from clusters.simulator.objects import ApiError, now_timestamp
+from clusters.simulator.routing import Request, Response, Router
+from clusters.simulator.state import ClusterState
+
+_CLUSTER = r"/clusters/(?P<cluster>[^/]+)"
+_NODE = _CLUSTER + r"/nodes/(?P<node>[^/]+)"
+_JOB = _CLUSTER + r"/namespaces/(?P<namespace>[^/]+)/jobs/(?P<name>[^/]+)"
+
+_NODE_PATCH_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "labels": {"type": "object", "additionalProperties": {"type": ["string", "null"]}},
+        "allocatable": {
+            "type": "object",
+            "additionalProperties": {"type": ["integer", "string", "null"]},
+        },
+        "ready": {"type": "boolean"},
+    },
+}
+
+_PHASE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["phase"],
+    "properties": {
+        "phase": {"enum": list(PHASES)},
+        "reason": {"type": "string"},
+        "message": {"type": "string"},
+    },
+}
+
+
+def _require(schema: dict[str, Any], document: Any) -> None:
+    errors = list(jsonschema.Draft202012Validator(schema).iter_errors(document))
+    _reject([f"{'.'.join(map(str, e.absolute_path)) or 'body'}: {e.message}" for e in errors])
+
+
+def _reject(problems: list[str]) -> None:
+    if problems:
+        raise ApiError(422, "; ".join(problems), reason="Invalid")
+
+
+def _cluster(simulator: Simulator, name: str) -> ClusterState:
+    if name not in simulator.clusters:
+        raise ApiError(404, f'cluster "{name}" is not in the fleet')
+    return simulator.clusters[name]
+
+
+def health(simulator: Simulator, request: Request) -> Response:
+    return Response(200, {"ok": True, "clusters": sorted(simulator.clusters)})
+
+
+def list_clusters(simulator: Simulator, request: Request) -> Response:
+    return Response(200, [cluster.summary() for cluster in simulator.clusters.values()])
+
+
+def get_faults(simulator: Simulator, request: Request, cluster: str) -> Response:
+    return Response(200, _cluster(simulator, cluster).faults.describe())
+
+
+def put_faults(simulator: Simulator, request: Request, cluster: str) -> Response:
+    state = _cluster(simulator, cluster)
+    document = request.json()
+    _reject(fault_problems(document))
+    state.set_faults(fault_spec_from_dict(document))
+    return Response(200, state.faults.describe())
+
+
+def clear_faults(simulator: Simulator, request: Request, cluster: str) -> Response:
+    state = _cluster(simulator, cluster)
+    state.set_faults(FaultSpec())
+    return Response(200, state.faults.describe())
+
+
+def add_node(simulator: Simulator, request: Request, cluster: str) -> Response:
+    state = _cluster(simulator, cluster)
+    document = request.json()
+    _require(NODE_SCHEMA, document)
+    _reject(label_problems(document.get("labels", {})))
+    _reject(allocatable_problems(document.get("allocatable", {})))
+    return Response(201, state.add_node(node_spec_from_dict(document)))
+
+
+def patch_node(simulator: Simulator, request: Request, cluster: str, node: str) -> Response:
+    state = _cluster(simulator, cluster)
+    document = request.json()
+    _require(_NODE_PATCH_SCHEMA, document)
+    labels = document.get("labels") or {}
+    _reject(label_problems({k: v for k, v in labels.items() if v is not None}))
+    allocatable = {
+        key: None if value is None else str(value)
+        for key, value in (document.get("allocatable") or {}).items()
+    }
+    _reject(allocatable_problems({k: v for k, v in allocatable.items() if v is not None}))
+    updated = state.patch_node(
+        node, labels=labels, allocatable=allocatable, ready=document.get("ready")
+    )
+    return Response(200, updated)
+
+
+def remove_node(simulator: Simulator, request: Request, cluster: str, node: str) -> Response:
+    _cluster(simulator, cluster).remove_node(node)
+    return Response(200, {"removed": node})
+
+
+def set_job_phase(
+    simulator: Simulator, request: Request, cluster: str, namespace: str, name: str
+) -> Response:
+    state = _cluster(simulator, cluster)
+    document = request.json()
+    _require(_PHASE_SCHEMA, document)
+    with state.lock:
+        job = state.get_job(namespace, name)
+        status = phase_status(
+            job.get("status") or {},
+            phase=document["phase"],
+            reason=document.get("reason"),
+            message=document.get("message"),
+            now=now_timestamp(),
+        )
+        return Response(200, state.replace_job_status(namespace, name, status))
+
+
+def created_bodies(simulator: Simulator, request: Request, cluster: str) -> Response:
+    state = _cluster(simulator, cluster)
+    with state.lock:
+        return Response(200, list(state.create_log))
+
+
+def received_requests(simulator: Simulator, request: Request, cluster: str) -> Response:
+    state = _cluster(simulator, cluster)
+    with state.lock:
+        return Response(200, list(state.request_log))
+
+
+def tick(simulator: Simulator, request: Request) -> Response:
+    return Response(200, {"changed": simulator.tick()})
+
+
+def reset(simulator: Simulator, request: Request) -> Response:
+    simulator.reset()
+    return Response(200, {"reset": sorted(simulator.clusters)})
+
+
+def build_router() -> Router:
+    router = Router()
+    router.add("GET", "/health", health)
+    router.add("GET", "/clusters", list_clusters)
+    router.add("GET", _CLUSTER + "/faults", get_faults)
+    router.add("PUT", _CLUSTER + "/faults", put_faults)
+    router.add("DELETE", _CLUSTER + "/faults", clear_faults)
+    router.add("POST", _CLUSTER + "/nodes", add_node)
+    router.add("PATCH", _NODE, patch_node)
+    router.add("DELETE", _NODE, remove_node)
+    router.add("POST", _JOB + "/phase", set_job_phase)
+    router.add("GET", _CLUSTER + "/creates", created_bodies)
+    router.add("GET", _CLUSTER + "/requests", received_requests)
+    router.add("POST", "/tick", tick)
+    router.add("POST", "/reset", reset)
+    return router

@@ -1,0 +1,167 @@
+"""JSON shapes of the Kubernetes objects the simulator serves, and its `Status` errors."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from clusters.simulator.fleet import NodeSpec
+
+JOB_GROUP = "rlinf.io"
+JOB_VERSION = "v1alpha1"
+JOB_API_VERSION = f"{JOB_GROUP}/{JOB_VERSION}"
+JOB_KIND = "Job"
+JOB_PLURAL = "jobs"
+
+_DEFAULT_NODE_RESOURCES = {"cpu": "64", "memory": "512Gi", "pods": "110"}
+
+_REASONS = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    409: "AlreadyExists",
+    410: "Expired",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+}
+
+
+class ApiError(Exception):
+    """An API failure the server answers with a `Status` object."""
+
+    def __init__(
+        self,
+        code: int,
+        message: str,
+        *,
+        reason: str | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.reason = reason or _REASONS.get(code, "Unknown")
+        self.details = details
+
+    def to_status(self) -> dict[str, Any]:
+        return failure_status(
+            code=self.code, reason=self.reason, message=self.message, details=self.details
+        )
+
+
+def now_timestamp() -> str:
+    """The current time as Kubernetes writes it (RFC 3339, seconds, UTC)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def stable_uid(*parts: str) -> str:
+    """A UID that stays the same across simulator restarts for the same object."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, "rlark-sim:" + "/".join(parts)))
+
+
+def failure_status(
+    *, code: int, reason: str, message: str, details: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    status: dict[str, Any] = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    if details is not None:
+        status["details"] = details
+    return status
+
+
+def success_status(*, details: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": details,
+    }
+
+
+def job_details(name: str, *, uid: str | None = None) -> dict[str, Any]:
+    details: dict[str, Any] = {"name": name, "group": JOB_GROUP, "kind": JOB_PLURAL}
+    if uid is not None:
+        details["uid"] = uid
+    return details
+
+
+def node_object(
+    spec: NodeSpec, *, cluster: str, resource_version: int, created: str
+) -> dict[str, Any]:
+    """A Node as `GET /api/v1/nodes` returns it."""
+    resources = {**_DEFAULT_NODE_RESOURCES, **spec.allocatable}
+    ready = "True" if spec.ready else "False"
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": spec.name,
+            "uid": stable_uid(cluster, "node", spec.name),
+            "resourceVersion": str(resource_version),
+            "creationTimestamp": created,
+            "labels": dict(spec.labels),
+        },
+        "spec": {},
+        "status": {
+            "capacity": dict(resources),
+            "allocatable": dict(resources),
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": ready,
+                    "reason": "KubeletReady" if spec.ready else "KubeletNotReady",
+                    "message": "kubelet is posting ready status"
+                    if spec.ready
+                    else "simulated node is not ready",
+                    "lastHeartbeatTime": created,
+                    "lastTransitionTime": created,
+                }
+            ],
+        },
+    }
+
+
+def storage_class_object(
+    name: str, *, cluster: str, resource_version: int, created: str
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {
+            "name": name,
+            "uid": stable_uid(cluster, "storageclass", name),
+            "resourceVersion": str(resource_version),
+            "creationTimestamp": created,
+        },
+        "provisioner": "sim.rlinf.io/" + name,
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "Immediate",
+    }
+
+
+def list_object(
+    *,
+    api_version: str,
+    kind: str,
+    items: list[dict[str, Any]],
+    resource_version: int,
+    continue_token: str | None,
+    remaining: int,
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"resourceVersion": str(resource_version)}
+    if continue_token is not None:
+        metadata["continue"] = continue_token
+        metadata["remainingItemCount"] = remaining
+    return {"apiVersion": api_version, "kind": kind, "metadata": metadata, "items": items}

@@ -1,0 +1,242 @@
+"""The simulator's HTTP server: one process, every cluster under `/<cluster name>`."""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import json
+import socket
+import sys
+import threading
+import traceback
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from clusters.simulator import api, control
+from clusters.simulator.controller import ControllerThread
+from clusters.simulator.core import Simulator
+from clusters.simulator.faults import FaultAction
+from clusters.simulator.fleet import CONTROL_SEGMENT, Fleet
+from clusters.simulator.objects import ApiError, failure_status
+from clusters.simulator.routing import Request, Response
+from clusters.simulator.state import ClusterState
+
+DEFAULT_HOST = "127.0.0.1"
+READY_PREFIX = "fleet simulator serving on "
+"""The CLI's first line starts with this, then the base URL (see `start_simulator_process`)."""
+
+_API_ROUTER = api.build_router()
+_CONTROL_ROUTER = control.build_router()
+
+
+class SimulatorHTTPServer(ThreadingHTTPServer):
+    """A threading HTTP server bound to one `Simulator`."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(
+        self, address: tuple[str, int], simulator: Simulator, *, verbose: bool = False
+    ) -> None:
+        self.simulator = simulator
+        self.verbose = verbose
+        super().__init__(address, SimulatorRequestHandler)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Clients hanging up (timeouts in fault tests) are expected; only report real bugs."""
+        error = sys.exc_info()[1]
+        if not isinstance(error, ConnectionError | TimeoutError):
+            super().handle_error(request, client_address)
+
+
+class SimulatorRequestHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: SimulatorHTTPServer
+    timeout = 120
+
+    def do_GET(self) -> None:
+        self._serve()
+
+    def do_POST(self) -> None:
+        self._serve()
+
+    def do_PUT(self) -> None:
+        self._serve()
+
+    def do_PATCH(self) -> None:
+        self._serve()
+
+    def do_DELETE(self) -> None:
+        self._serve()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        if self.server.verbose:
+            super().log_message(format, *args)
+
+    def _read_body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length > 0 else b""
+
+    def _request(self, path: str) -> Request:
+        query = parse_qs(urlsplit(self.path).query, keep_blank_values=True)
+        return Request(
+            method=self.command,
+            path=path,
+            query={key: values[-1] for key, values in query.items()},
+            body=self._read_body(),
+            headers={key.lower(): value for key, value in self.headers.items()},
+        )
+
+    def _serve(self) -> None:
+        segments = unquote(urlsplit(self.path).path).strip("/").split("/", 1)
+        head, rest = segments[0], "/" + (segments[1] if len(segments) > 1 else "")
+        request = self._request(rest)
+        simulator = self.server.simulator
+        if head == CONTROL_SEGMENT:
+            self._write(_respond(lambda: _CONTROL_ROUTER.dispatch(simulator, request)))
+        elif head in simulator.clusters:
+            self._serve_cluster(simulator.clusters[head], request)
+        else:
+            known = ", ".join(sorted(simulator.clusters))
+            message = f'no cluster named "{head}"; clusters: {known}'
+            self._write(_status_response(ApiError(404, message)))
+
+    def _serve_cluster(self, cluster: ClusterState, request: Request) -> None:
+        """Apply the cluster's faults, then answer through the API router."""
+        if cluster.faults.latency_seconds:
+            self.server.simulator.stopping.wait(cluster.faults.latency_seconds)
+        action = cluster.faults.decide()
+        entry: dict[str, Any] = {
+            "method": request.method,
+            "path": request.path,
+            "query": dict(request.query),
+            "fault": action.value if action else None,
+            "code": None,
+        }
+        cluster.log_request(entry)
+        response = self._cluster_response(cluster, request, action)
+        if response is None or action is FaultAction.DROP_AFTER:
+            self._drop()
+            return
+        entry["code"] = response.code
+        self._write(response)
+
+    def _cluster_response(
+        self, cluster: ClusterState, request: Request, action: FaultAction | None
+    ) -> Response | None:
+        """The answer to send, or None to close the connection without one."""
+        simulator = self.server.simulator
+        if action is FaultAction.ERROR:
+            return _status_response(ApiError(500, "simulated server error"))
+        if action is FaultAction.THROTTLE:
+            response = _status_response(ApiError(429, "simulated throttling"))
+            response.headers.append(("Retry-After", "1"))
+            return response
+        if action is FaultAction.TIMEOUT:
+            simulator.stopping.wait(cluster.faults.spec.hang_seconds)
+            return None
+        if action is FaultAction.DROP:
+            return None
+        context = api.ClusterContext(cluster=cluster, schema=simulator.job_schema)
+        return _respond(lambda: _authorized_dispatch(cluster, context, request))
+
+    def _drop(self) -> None:
+        """Close the connection without answering."""
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+    def _write(self, response: Response) -> None:
+        payload = json.dumps(response.document).encode()
+        self.send_response(response.code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        for name, value in response.headers:
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+def _status_response(error: ApiError) -> Response:
+    return Response(error.code, error.to_status())
+
+
+def _authorized_dispatch(
+    cluster: ClusterState, context: api.ClusterContext, request: Request
+) -> Response:
+    token = cluster.spec.token
+    if token is not None:
+        offered = request.headers.get("authorization", "")
+        if not hmac.compare_digest(offered.encode(), f"Bearer {token}".encode()):
+            raise ApiError(401, "Unauthorized")
+    return _API_ROUTER.dispatch(context, request)
+
+
+def _respond(handle: Callable[[], Response]) -> Response:
+    """Run a handler; `ApiError` becomes its Status, anything else a 500 Status."""
+    try:
+        response = handle()
+    except ApiError as error:
+        return _status_response(error)
+    except Exception as error:  # a simulator bug must still answer, not hang the client
+        traceback.print_exc()
+        status = failure_status(code=500, reason="InternalError", message=repr(error))
+        return Response(500, status)
+    return response
+
+
+class RunningSimulator:
+    """A started server plus (optionally) the controller thread; `stop()` ends both."""
+
+    def __init__(self, server: SimulatorHTTPServer, tick_interval: float | None) -> None:
+        self.server = server
+        self.simulator = server.simulator
+        self._serving = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
+        )
+        self._controller = (
+            ControllerThread(tick=self.simulator.tick, interval=tick_interval)
+            if tick_interval
+            else None
+        )
+
+    @property
+    def base_url(self) -> str:
+        return self.server.base_url
+
+    def start(self) -> RunningSimulator:
+        self._serving.start()
+        if self._controller is not None:
+            self._controller.start()
+        return self
+
+    def stop(self) -> None:
+        self.simulator.stopping.set()
+        if self._controller is not None:
+            self._controller.stop()
+        self.server.shutdown()
+        self.server.server_close()
+        self._serving.join(timeout=5)
+
+
+def start_simulator(
+    fleet: Fleet,
+    *,
+    host: str = DEFAULT_HOST,
+    port: int = 0,
+    tick_interval: float | None = None,
+    crd_path: Path | None = None,
+    verbose: bool = False,
+) -> RunningSimulator:
+    """Bind the server (port 0 picks a free port) and start serving in background threads."""
+    simulator = Simulator(fleet, crd_path=crd_path)
+    server = SimulatorHTTPServer((host, port), simulator, verbose=verbose)
+    return RunningSimulator(server, tick_interval).start()

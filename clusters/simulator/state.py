@@ -1,0 +1,325 @@
+"""The in-memory state of one simulated cluster.
+
+Stored objects are never mutated in place: every change replaces the object
+(with a new `resourceVersion`). A paginated list keeps a reference to the list
+it started from, so all its pages come from the same snapshot, as the API
+server promises, while later changes only show up in new lists.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import threading
+import uuid
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from clusters.simulator.faults import FaultInjector, FaultSpec
+from clusters.simulator.fleet import ClusterSpec, NodeSpec
+from clusters.simulator.objects import (
+    ApiError,
+    job_details,
+    node_object,
+    now_timestamp,
+    storage_class_object,
+)
+
+_MAX_SNAPSHOTS = 128
+_REQUEST_LOG_SIZE = 2000
+
+Object = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[Object]
+    resource_version: int
+    continue_token: str | None
+    remaining: int
+
+
+def _encode_token(payload: dict[str, Any]) -> str:
+    raw = json.dumps(payload, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_token(token: str) -> dict[str, Any]:
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        payload = json.loads(raw)
+    except (binascii.Error, ValueError) as exc:
+        raise ApiError(400, f"continue key is not valid: {exc}") from exc
+    if not isinstance(payload, dict):
+        raise ApiError(400, "continue key is not valid")
+    return payload
+
+
+class ClusterState:
+    """Nodes, storage classes, Jobs, faults and logs of one cluster, behind one lock."""
+
+    def __init__(self, spec: ClusterSpec) -> None:
+        self.spec = spec
+        self.lock = threading.RLock()
+        self.faults = FaultInjector(spec.faults)
+        self.namespaces = frozenset({spec.namespace, "default"})
+        self._reset_unlocked()
+
+    def _reset_unlocked(self) -> None:
+        self._resource_version = 1
+        self._created = now_timestamp()
+        self._node_specs: dict[str, NodeSpec] = {}
+        self._nodes: dict[str, Object] = {}
+        self._sorted_nodes: list[Object] | None = None
+        for node in self.spec.nodes:
+            self._put_node(node)
+        self._storage_classes = [
+            storage_class_object(
+                name, cluster=self.spec.name, resource_version=1, created=self._created
+            )
+            for name in sorted(self.spec.storage_classes)
+        ]
+        self._jobs: dict[tuple[str, str], Object] = {}
+        self._snapshots: OrderedDict[str, tuple[int, list[Object]]] = OrderedDict()
+        self.create_log: list[dict[str, Any]] = []
+        self.request_log: deque[dict[str, Any]] = deque(maxlen=_REQUEST_LOG_SIZE)
+        self.faults.replace(self.spec.faults)
+
+    def reset(self) -> None:
+        """Back to the fleet file's nodes and faults, with no Jobs and empty logs."""
+        with self.lock:
+            self._reset_unlocked()
+
+    @property
+    def resource_version(self) -> int:
+        return self._resource_version
+
+    def _bump(self) -> int:
+        self._resource_version += 1
+        return self._resource_version
+
+    # Nodes
+
+    def _put_node(self, spec: NodeSpec) -> None:
+        self._node_specs[spec.name] = spec
+        self._nodes[spec.name] = node_object(
+            spec, cluster=self.spec.name, resource_version=self._bump(), created=self._created
+        )
+        self._sorted_nodes = None
+
+    def node_items(self) -> list[Object]:
+        with self.lock:
+            if self._sorted_nodes is None:
+                self._sorted_nodes = [self._nodes[name] for name in sorted(self._nodes)]
+            return self._sorted_nodes
+
+    def node_specs(self) -> list[NodeSpec]:
+        with self.lock:
+            return list(self._node_specs.values())
+
+    def get_node(self, name: str) -> Object:
+        with self.lock:
+            if name not in self._nodes:
+                details = {"name": name, "kind": "nodes"}
+                raise ApiError(404, f'nodes "{name}" not found', details=details)
+            return self._nodes[name]
+
+    def add_node(self, spec: NodeSpec) -> Object:
+        with self.lock:
+            if spec.name in self._nodes:
+                raise ApiError(
+                    409, f'nodes "{spec.name}" already exists', details={"name": spec.name}
+                )
+            self._put_node(spec)
+            return self._nodes[spec.name]
+
+    def remove_node(self, name: str) -> None:
+        with self.lock:
+            self.get_node(name)
+            del self._nodes[name]
+            del self._node_specs[name]
+            self._sorted_nodes = None
+            self._bump()
+
+    def patch_node(
+        self,
+        name: str,
+        *,
+        labels: dict[str, str | None] | None = None,
+        allocatable: dict[str, str | None] | None = None,
+        ready: bool | None = None,
+    ) -> Object:
+        """Merge label/allocatable changes (None removes a key) and readiness into a node."""
+        with self.lock:
+            self.get_node(name)
+            spec = self._node_specs[name]
+            spec = replace(
+                spec,
+                labels=_merged(spec.labels, labels),
+                allocatable=_merged(spec.allocatable, allocatable),
+                ready=spec.ready if ready is None else ready,
+            )
+            self._put_node(spec)
+            return self._nodes[name]
+
+    # Storage classes
+
+    def storage_class_items(self) -> list[Object]:
+        return self._storage_classes
+
+    # Jobs
+
+    def job_items(self, namespace: str | None) -> list[Object]:
+        with self.lock:
+            keys = sorted(k for k in self._jobs if namespace is None or k[0] == namespace)
+            return [self._jobs[key] for key in keys]
+
+    def get_job(self, namespace: str, name: str) -> Object:
+        with self.lock:
+            job = self._jobs.get((namespace, name))
+            if job is None:
+                raise ApiError(404, f'jobs.rlinf.io "{name}" not found', details=job_details(name))
+            return job
+
+    def require_namespace(self, namespace: str) -> None:
+        if namespace not in self.namespaces:
+            raise ApiError(
+                404,
+                f'namespaces "{namespace}" not found',
+                details={"name": namespace, "kind": "namespaces"},
+            )
+
+    def create_job(self, namespace: str, document: Object) -> Object:
+        """Store an admitted Job, adding the server-owned metadata and an initial status."""
+        with self.lock:
+            name = document["metadata"]["name"]
+            self.require_namespace(namespace)
+            if (namespace, name) in self._jobs:
+                raise ApiError(
+                    409, f'jobs.rlinf.io "{name}" already exists', details=job_details(name)
+                )
+            now = now_timestamp()
+            job = {
+                **document,
+                "metadata": {
+                    **document["metadata"],
+                    "namespace": namespace,
+                    "uid": str(uuid.uuid4()),
+                    "resourceVersion": str(self._bump()),
+                    "creationTimestamp": now,
+                    "generation": 1,
+                },
+                "status": {"phase": "Pending", "conditions": [], "lastTransitionTime": now},
+            }
+            self._jobs[(namespace, name)] = job
+            return job
+
+    def delete_job(self, namespace: str, name: str) -> Object:
+        with self.lock:
+            job = self.get_job(namespace, name)
+            del self._jobs[(namespace, name)]
+            self._bump()
+            return job
+
+    def replace_job_status(self, namespace: str, name: str, status: Object) -> Object:
+        with self.lock:
+            job = self.get_job(namespace, name)
+            updated = {
+                **job,
+                "metadata": {**job["metadata"], "resourceVersion": str(self._bump())},
+                "status": status,
+            }
+            self._jobs[(namespace, name)] = updated
+            return updated
+
+    # Pagination
+
+    def page(
+        self,
+        *,
+        kind: str,
+        items: Callable[[], list[Object]],
+        limit: int | None,
+        continue_token: str | None,
+    ) -> Page:
+        """One page of a list: a fresh snapshot without a token, else the token's snapshot."""
+        with self.lock:
+            if continue_token:
+                resource_version, snapshot, offset = self._resume(kind, continue_token)
+            else:
+                resource_version, snapshot, offset = self._resource_version, items(), 0
+            end = len(snapshot) if not limit or limit <= 0 else offset + limit
+            token = None
+            if end < len(snapshot):
+                token = self._continue_token(kind, resource_version, snapshot, end)
+            return Page(
+                items=snapshot[offset:end],
+                resource_version=resource_version,
+                continue_token=token,
+                remaining=max(0, len(snapshot) - end),
+            )
+
+    def _continue_token(
+        self, kind: str, resource_version: int, snapshot: list[Object], offset: int
+    ) -> str:
+        snapshot_id = next(
+            (key for key, (_, kept) in self._snapshots.items() if kept is snapshot), None
+        )
+        if snapshot_id is None:
+            snapshot_id = uuid.uuid4().hex
+            self._snapshots[snapshot_id] = (resource_version, snapshot)
+            while len(self._snapshots) > _MAX_SNAPSHOTS:
+                self._snapshots.popitem(last=False)
+        self._snapshots.move_to_end(snapshot_id)
+        return _encode_token({"k": kind, "s": snapshot_id, "o": offset})
+
+    def _resume(self, kind: str, token: str) -> tuple[int, list[Object], int]:
+        payload = _decode_token(token)
+        if payload.get("k") != kind or not isinstance(payload.get("o"), int):
+            raise ApiError(400, "continue key is not valid: it belongs to another list")
+        kept = self._snapshots.get(str(payload.get("s")))
+        if kept is None:
+            raise ApiError(
+                410,
+                "The provided continue parameter is too old to display a consistent list "
+                "result. You can start a new list without the continue parameter.",
+            )
+        return kept[0], kept[1], payload["o"]
+
+    # Faults and logs
+
+    def set_faults(self, spec: FaultSpec) -> None:
+        self.faults.replace(spec)
+
+    def log_request(self, entry: dict[str, Any]) -> None:
+        with self.lock:
+            self.request_log.append(entry)
+
+    def log_create(self, entry: dict[str, Any]) -> None:
+        with self.lock:
+            self.create_log.append(entry)
+
+    def summary(self) -> dict[str, Any]:
+        with self.lock:
+            return {
+                "name": self.spec.name,
+                "namespace": self.spec.namespace,
+                "nodes": len(self._nodes),
+                "jobs": len(self._jobs),
+                "storage_classes": [sc["metadata"]["name"] for sc in self._storage_classes],
+                "auth": self.spec.token is not None,
+                "faults": self.faults.describe(),
+            }
+
+
+def _merged(base: dict[str, str], changes: dict[str, str | None] | None) -> dict[str, str]:
+    result = dict(base)
+    for key, value in (changes or {}).items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = value
+    return result
