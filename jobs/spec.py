@@ -21,6 +21,7 @@ from clusters.types import (
 )
 
 __all__ = [
+    "DEFAULT_OBJECT_STORAGE_SIZE",
     "MOUNT_KINDS",
     "TASK_TYPES",
     "CheckContext",
@@ -35,6 +36,9 @@ __all__ = [
     "SelectorMatch",
     "Severity",
     "VerificationView",
+    "as_items",
+    "as_text",
+    "is_count",
     "selector_key",
 ]
 
@@ -48,6 +52,9 @@ TASK_TYPES: dict[str, tuple[str, ...]] = {
 }
 
 MOUNT_KINDS = ("host_path", "object_storage")
+# The storage request of an object-storage volume claim when the mount names none. Object
+# storage drivers (S3 and the like) ignore it; block storage classes provision this much.
+DEFAULT_OBJECT_STORAGE_SIZE = "1Gi"
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,9 @@ class Mount:
     target: str
     source: str = ""  # host_path only
     storage_class: str = ""  # object_storage only
+    # object_storage only: the claim's storage request (a Kubernetes quantity);
+    # "" means DEFAULT_OBJECT_STORAGE_SIZE.
+    size: str = ""
 
 
 @dataclass(frozen=True)
@@ -154,3 +164,22 @@ class Finding:
             "message": str(self.message),
             "detail": self.detail,
         }
+
+
+def as_text(value: object) -> str:
+    """`value` when it is a string, else "" (for readers that tolerate unchecked drafts)."""
+    return value if isinstance(value, str) else ""
+
+
+def as_items(value: object) -> tuple[Any, ...]:
+    """The items of a list or tuple (a mapping's (key, value) pairs); () for anything else."""
+    if isinstance(value, dict):
+        return tuple(value.items())
+    if isinstance(value, (list, tuple)):
+        return tuple(value)
+    return ()
+
+
+def is_count(value: object) -> bool:
+    """Whether `value` is a real int (``True`` and ``8.0`` are not counts)."""
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -1,0 +1,179 @@
+"""Kubernetes label syntax and the selector rules RLark enforces (pure, no database).
+
+A selector is a list of single-value ``key=value`` conditions combined with AND.
+`selector_problems` is the one place the syntax rule lives: the findings engine wraps
+it into findings, and the verification API calls it before matching anything.
+
+Syntax (as the Kubernetes API server checks it):
+
+- key: an optional prefix (a lower-case DNS subdomain of at most 253 characters)
+  followed by ``/``, then a name of 1-63 characters ``[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?``;
+- value: at most 63 characters of the same shape, or empty (RLark requires a value).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.apps import apps
+from django.conf import settings
+from django.utils.translation import gettext
+
+__all__ = [
+    "SELECTOR_DUPLICATE_KEY",
+    "SELECTOR_EMPTY",
+    "SELECTOR_SYNTAX",
+    "SelectorProblem",
+    "is_valid_label_key",
+    "is_valid_label_value",
+    "parse_selector_text",
+    "selector_problems",
+]
+
+SELECTOR_EMPTY = "selector.empty"
+SELECTOR_SYNTAX = "selector.syntax"
+SELECTOR_DUPLICATE_KEY = "selector.duplicate_key"
+
+_NAME = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?")
+_DNS_LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
+_DNS_SUBDOMAIN = re.compile(rf"{_DNS_LABEL}(?:\.{_DNS_LABEL})*")
+_NAME_MAX = 63
+_PREFIX_MAX = 253
+_SHOWN_MAX = 100
+
+
+def _(message: str) -> str:
+    """Translate at call time when Django is ready; plain text otherwise (pure use, scripts)."""
+    if settings.configured and apps.ready:
+        return gettext(message)
+    return message
+
+
+@dataclass(frozen=True)
+class SelectorProblem:
+    """One reason a selector cannot be used; `code` is a SPEC section 4 finding code."""
+
+    code: str
+    message: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def _is_name(text: str) -> bool:
+    return len(text) <= _NAME_MAX and _NAME.fullmatch(text) is not None
+
+
+def is_valid_label_key(key: object) -> bool:
+    """Whether `key` is a Kubernetes label key (``[prefix/]name``)."""
+    if not isinstance(key, str):
+        return False
+    prefix, slash, name = key.rpartition("/")
+    if slash and (len(prefix) > _PREFIX_MAX or _DNS_SUBDOMAIN.fullmatch(prefix) is None):
+        return False
+    return _is_name(name)
+
+
+def is_valid_label_value(value: object) -> bool:
+    """Whether `value` is a non-empty Kubernetes label value (RLark never selects on '')."""
+    return isinstance(value, str) and _is_name(value)
+
+
+def parse_selector_text(text: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """Split manual input into ``(key, value)`` pairs and the parts that are not ``key=value``.
+
+    Conditions are separated by newlines or commas; blanks around keys and values are
+    dropped. Pairs are returned as typed, duplicates included: `selector_problems`
+    reports them.
+    """
+    pairs: list[tuple[str, str]] = []
+    unparseable: list[str] = []
+    for line in str(text).splitlines():
+        for part in line.split(","):
+            stripped = part.strip()
+            if not stripped:
+                continue
+            key, equals, value = stripped.partition("=")
+            if not equals or not key.strip():
+                unparseable.append(stripped)
+                continue
+            pairs.append((key.strip(), value.strip()))
+    return pairs, unparseable
+
+
+def _shown(value: object) -> str:
+    text = value if isinstance(value, str) else type(value).__name__
+    return text[:_SHOWN_MAX]
+
+
+def _pair_problem(index: int, pair: object) -> SelectorProblem | None:
+    if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+        return SelectorProblem(
+            SELECTOR_SYNTAX,
+            _("A condition must be a key and a value."),
+            {"index": index, "part": "condition"},
+        )
+    key, value = pair
+    if not is_valid_label_key(key):
+        return SelectorProblem(
+            SELECTOR_SYNTAX,
+            _(
+                "Label key %(key)s is not valid: an optional DNS prefix and '/', then 1-63 "
+                "letters, digits, '-', '_' or '.', starting and ending with a letter or digit."
+            )
+            % {"key": repr(_shown(key))},
+            {"index": index, "part": "key", "key": _shown(key)},
+        )
+    if not is_valid_label_value(value):
+        return SelectorProblem(
+            SELECTOR_SYNTAX,
+            _(
+                "Label value %(value)s for %(key)s is not valid: 1-63 letters, digits, '-', '_' "
+                "or '.', starting and ending with a letter or digit."
+            )
+            % {"value": repr(_shown(value)), "key": key},
+            {"index": index, "part": "value", "key": key, "value": _shown(value)},
+        )
+    return None
+
+
+def _duplicate_problems(pairs: Sequence[object]) -> list[SelectorProblem]:
+    positions: dict[str, list[int]] = {}
+    for index, pair in enumerate(pairs):
+        if isinstance(pair, (tuple, list)) and len(pair) == 2 and isinstance(pair[0], str):
+            positions.setdefault(pair[0], []).append(index)
+    problems = []
+    for key, indexes in positions.items():
+        if len(indexes) > 1:
+            values = [_shown(pairs[i][1]) for i in indexes]  # type: ignore[index]
+            problems.append(
+                SelectorProblem(
+                    SELECTOR_DUPLICATE_KEY,
+                    _("Label key %(key)s appears %(count)d times; use one value per key.")
+                    % {"key": key, "count": len(indexes)},
+                    {"key": key, "indexes": indexes, "values": values},
+                )
+            )
+    return problems
+
+
+def selector_problems(pairs: Sequence[tuple[str, str]]) -> list[SelectorProblem]:
+    """Every reason the conditions `pairs` do not form a usable selector, in a stable order.
+
+    Tolerates any input (wrong types are syntax problems), so callers can pass user data.
+    """
+    if isinstance(pairs, dict):
+        pairs = list(pairs.items())
+    if not isinstance(pairs, (list, tuple)):
+        return [
+            SelectorProblem(
+                SELECTOR_SYNTAX,
+                _("The selector must be a list of key=value conditions."),
+                {"part": "selector"},
+            )
+        ]
+    if not pairs:
+        return [SelectorProblem(SELECTOR_EMPTY, _("Add at least one key=value condition."), {})]
+    problems = [p for i, pair in enumerate(pairs) if (p := _pair_problem(i, pair)) is not None]
+    return problems + _duplicate_problems(pairs)

@@ -1,0 +1,77 @@
+"""Kubernetes resource quantities (``500m``, ``2``, ``64Gi``, ``1e3``, ``1.5``) as Decimals.
+
+Grammar (k8s.io/apimachinery ``resource.Quantity``)::
+
+    quantity  ::= sign? number suffix?
+    number    ::= digits | digits "." digits? | "." digits
+    suffix    ::= Ki | Mi | Gi | Ti | Pi | Ei            (binary)
+                | n | u | m | k | M | G | T | P | E      (decimal)
+                | (e | E) sign? digits                   (decimal exponent)
+
+``1E`` is one exa; ``1E3`` is one thousand. Surrounding blanks are not part of the
+grammar. RLark also rejects negative amounts and amounts above 2^63 (no resource
+request can use them).
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation, localcontext
+
+__all__ = ["QuantityError", "is_quantity", "parse_quantity"]
+
+_QUANTITY = re.compile(
+    r"(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+))"
+    r"(?P<suffix>[eE][+-]?\d{1,4}|Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?"
+)
+_BINARY_POWERS = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+_DECIMAL_EXPONENTS = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_MAX_TEXT = 64
+_MAX_AMOUNT = Decimal(2) ** 63
+
+
+class QuantityError(ValueError):
+    """The text is not a usable Kubernetes quantity."""
+
+
+def _scaled(number: str, suffix: str) -> Decimal:
+    with localcontext() as context:
+        context.prec = 60
+        amount = Decimal(number)
+        if suffix in _BINARY_POWERS:
+            return amount * (2 ** _BINARY_POWERS[suffix])
+        if suffix in _DECIMAL_EXPONENTS:
+            return amount.scaleb(_DECIMAL_EXPONENTS[suffix])
+        if suffix:
+            return amount.scaleb(int(suffix[1:]))
+        return amount
+
+
+def parse_quantity(text: str) -> Decimal:
+    """The amount `text` stands for (in base units: cores, bytes, devices).
+
+    Raises `QuantityError` for anything else, including non-strings.
+    """
+    if not isinstance(text, str) or len(text) > _MAX_TEXT:
+        raise QuantityError("not a quantity")
+    match = _QUANTITY.fullmatch(text)
+    if match is None:
+        raise QuantityError(f"{text!r} is not a Kubernetes quantity")
+    try:
+        amount = _scaled(match.group("number"), match.group("suffix") or "")
+    except (InvalidOperation, ValueError, OverflowError) as exc:
+        raise QuantityError(f"{text!r} is out of range") from exc
+    if amount < 0:
+        raise QuantityError(f"{text!r} is negative")
+    if amount > _MAX_AMOUNT:
+        raise QuantityError(f"{text!r} is too large")
+    return amount
+
+
+def is_quantity(text: object) -> bool:
+    """Whether `text` is a string `parse_quantity` accepts."""
+    try:
+        parse_quantity(text)  # type: ignore[arg-type]
+    except QuantityError:
+        return False
+    return True

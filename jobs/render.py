@@ -1,0 +1,386 @@
+"""The manifest renderer: a pure function from a checked job spec to an ``rlinf.io/v1alpha1`` Job.
+
+Render, then dump, then apply: `render_manifest` builds plain data, `dump_yaml` turns it
+into deterministic YAML, `build_manifest` carries both with the YAML's sha256, and only the
+submission code performs the side effect. The field-by-field contract is docs/manifest.md.
+
+Precondition: `jobs.findings.check` reports no error for the spec. The renderer does not
+repeat the checks; on a spec that breaks them it still returns a manifest (never raises),
+but that manifest is not meant to be submitted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from jobs.images import pinned_image
+from jobs.spec import (
+    DEFAULT_OBJECT_STORAGE_SIZE,
+    CheckContext,
+    JobSpec,
+    SelectorMatch,
+    as_items,
+    as_text,
+    is_count,
+)
+from jobs.sshkeys import SSHKeyError, normalize_openssh_public_key
+from jobs.startscript import (
+    RAY_TEMP_DIR_ENV,
+    TaskPlan,
+    build_start_script,
+    head_address,
+    rank_offsets,
+)
+
+__all__ = [
+    "API_VERSION",
+    "KIND",
+    "Manifest",
+    "build_manifest",
+    "dump_yaml",
+    "header_index",
+    "plan_tasks",
+    "render_manifest",
+    "role_match",
+    "spec_roles",
+    "start_scripts",
+]
+
+API_VERSION = "rlinf.io/v1alpha1"
+KIND = "Job"
+MANAGED_BY = "rlark"
+CONTAINER_NAME = "main"
+LABEL_TEAM = "rlinf.io/team"
+LABEL_JOB = "rlinf.io/job"
+LABEL_TASK = "rlinf.io/task"
+ANNOTATION_LAUNCH_LIST = "rlinf.io/launch-list"
+ANNOTATION_DEPLOYMENT_PARAMETERS = "rlinf.io/deployment-parameters"
+ANNOTATION_SPEC_SHA256 = "rlark.io/spec-sha256"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+# -- reading a spec that may not have been checked -------------------------------------------
+
+
+def _get(obj: object, name: str, default: Any = "") -> Any:
+    return getattr(obj, name, default)
+
+
+def _selector(role: object) -> dict[str, str]:
+    """The role's conditions; {} unless every one is a pair of strings."""
+    pairs = as_items(_get(role, "selector", ()))
+    valid = [p for p in pairs if isinstance(p, (tuple, list)) and len(p) == 2]
+    if len(valid) != len(pairs):
+        return {}
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in valid):
+        return {}
+    return dict(valid)
+
+
+def role_match(role: object, ctx: CheckContext) -> SelectorMatch:
+    """The global matches of the role's selector (none for an empty or malformed selector)."""
+    selector = _selector(role)
+    return ctx.match_for(selector) if selector else SelectorMatch(nodes=())
+
+
+def spec_roles(spec: JobSpec) -> tuple[Any, ...]:
+    """The spec's roles (none when `roles` is not a list or tuple)."""
+    roles = _get(spec, "roles", ())
+    return tuple(roles) if isinstance(roles, (list, tuple)) else ()
+
+
+def header_index(spec: JobSpec) -> int | None:
+    """The position of the Header role (the first role named exactly `spec.header_role`)."""
+    header = _get(spec, "header_role")
+    if not isinstance(header, str) or not header:
+        return None
+    for index, role in enumerate(spec_roles(spec)):
+        if _get(role, "name") == header:
+            return index
+    return None
+
+
+def plan_tasks(spec: JobSpec, ctx: CheckContext) -> list[TaskPlan]:
+    """Each role's place in the job: replicas, rank offset, the head's address."""
+    roles = spec_roles(spec)
+    head = header_index(spec)
+    replicas = [role_match(role, ctx).count for role in roles]
+    offsets = rank_offsets(replicas=replicas, head_index=head)
+    job_name = as_text(_get(spec, "name"))
+    head_task = as_text(_get(roles[head], "name")).lower() if head is not None else ""
+    address = head_address(
+        job_name=job_name, head_task=head_task, network_domain=as_text(_get(spec, "network_domain"))
+    )
+    return [
+        TaskPlan(
+            job_name=job_name,
+            role_name=as_text(_get(role, "name")),
+            task_name=as_text(_get(role, "name")).lower(),
+            head=index == head,
+            replicas=replicas[index],
+            rank_offset=offsets[index],
+            total_nodes=sum(replicas),
+            head_address=address,
+        )
+        for index, role in enumerate(roles)
+    ]
+
+
+def _ssh_keys(spec: JobSpec) -> list[str]:
+    keys = []
+    for key in as_items(_get(spec, "ssh_keys", ())):
+        try:
+            keys.append(normalize_openssh_public_key(key))
+        except SSHKeyError:
+            keys.append(as_text(key).strip())
+    return keys
+
+
+def _env(role: object) -> list[dict[str, str]]:
+    return [
+        {"name": as_text(_get(item, "name")), "value": as_text(_get(item, "value"))}
+        for item in as_items(_get(role, "env", ()))
+    ]
+
+
+def start_scripts(spec: JobSpec, ctx: CheckContext) -> list[str]:
+    """The start script of every task, in role order."""
+    roles = spec_roles(spec)
+    keys = _ssh_keys(spec)
+    run_script = as_text(_get(spec, "run_script"))
+    return [
+        build_start_script(
+            plan=plan,
+            ssh_keys=keys,
+            prepare_script=as_text(_get(role, "prepare_script")),
+            run_script=run_script,
+            ray_temp_dir=any(e["name"] == RAY_TEMP_DIR_ENV for e in _env(role)),
+        )
+        for role, plan in zip(roles, plan_tasks(spec, ctx), strict=True)
+    ]
+
+
+# -- the manifest ----------------------------------------------------------------------------
+
+
+def _quantity(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _resources(role: object) -> dict[str, dict[str, str]]:
+    limits: dict[str, str] = {}
+    requests: dict[str, str] = {}
+    for name in ("cpu", "memory"):
+        pair = _get(role, name, None)
+        if request := _quantity(_get(pair, "request")):
+            requests[name] = request
+        if limit := _quantity(_get(pair, "limit")):
+            limits[name] = limit
+    extended: dict[str, str] = {}
+    gpus = _get(role, "gpus", 0)
+    if is_count(gpus) and gpus > 0:
+        extended[GPU_RESOURCE] = str(gpus)
+    devices = [d for d in as_items(_get(role, "devices", ())) if isinstance(d, (tuple, list))]
+    for device in sorted((d for d in devices if len(d) == 2), key=lambda d: str(d[0])):
+        name, count = device
+        if isinstance(name, str) and is_count(count) and count > 0:
+            extended[name] = str(count)
+    limits.update(extended)
+    requests.update(extended)
+    return {key: value for key, value in (("limits", limits), ("requests", requests)) if value}
+
+
+def _volume(index: int, mount: object) -> dict[str, Any]:
+    name = f"mount-{index}"
+    if _get(mount, "kind") == "host_path":
+        source = as_text(_get(mount, "source"))
+        return {"name": name, "hostPath": {"path": source, "type": "Directory"}}
+    claim = {
+        "accessModes": ["ReadWriteMany"],
+        "storageClassName": as_text(_get(mount, "storage_class")),
+        "resources": {
+            "requests": {"storage": as_text(_get(mount, "size")) or DEFAULT_OBJECT_STORAGE_SIZE}
+        },
+    }
+    return {"name": name, "ephemeral": {"volumeClaimTemplate": {"spec": claim}}}
+
+
+def _container(role: object, script: str) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": CONTAINER_NAME,
+        "image": pinned_image(as_text(_get(role, "image")), as_text(_get(role, "image_digest"))),
+        "command": ["bash", "-c"],
+        "args": [script],
+    }
+    if env := _env(role):
+        container["env"] = env
+    if resources := _resources(role):
+        container["resources"] = resources
+    mounts = as_items(_get(role, "mounts", ()))
+    if mounts:
+        container["volumeMounts"] = [
+            {"name": f"mount-{i}", "mountPath": as_text(_get(m, "target"))}
+            for i, m in enumerate(mounts)
+        ]
+    return container
+
+
+def _task(role: object, plan: TaskPlan, script: str, job_name: str) -> dict[str, Any]:
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "nodeSelector": dict(sorted(_selector(role).items())),
+        "containers": [_container(role, script)],
+    }
+    if mounts := as_items(_get(role, "mounts", ())):
+        pod_spec["volumes"] = [_volume(i, m) for i, m in enumerate(mounts)]
+    return {
+        "name": plan.task_name,
+        "head": plan.head,
+        "replicas": plan.replicas,
+        "template": {
+            "metadata": {"labels": {LABEL_JOB: job_name, LABEL_TASK: plan.task_name}},
+            "spec": pod_spec,
+        },
+    }
+
+
+def _job_spec(spec: JobSpec, ctx: CheckContext) -> dict[str, Any]:
+    plans = plan_tasks(spec, ctx)
+    scripts = start_scripts(spec, ctx)
+    roles = spec_roles(spec)
+    job_name = as_text(_get(spec, "name"))
+    section: dict[str, Any] = {"minAvailable": sum(plan.replicas for plan in plans)}
+    if domain := as_text(_get(spec, "network_domain")):
+        section["networkDomain"] = domain
+    if keys := _ssh_keys(spec):
+        section["sshAuthorizedKeys"] = keys
+    if log_dir := as_text(_get(spec, "tensorboard_log_dir")):
+        section["tensorboard"] = {"logDir": log_dir}
+    section["tasks"] = [
+        _task(role, plan, script, job_name)
+        for role, plan, script in zip(roles, plans, scripts, strict=True)
+    ]
+    return section
+
+
+def _namespace(spec: JobSpec, ctx: CheckContext) -> str:
+    """The namespace of the first node (by cluster, then node name) the Header role matches."""
+    head = header_index(spec)
+    if head is None:
+        return ""
+    header = spec_roles(spec)[head]
+    nodes = sorted(role_match(header, ctx).nodes, key=lambda n: (n.cluster, n.name))
+    return nodes[0].namespace if nodes else ""
+
+
+def _record_id(value: object) -> str:
+    return str(value) if is_count(value) else ""
+
+
+def render_manifest(spec: JobSpec, ctx: CheckContext) -> dict[str, Any]:
+    """The Job as plain data (dicts in manifest key order, lists, str, int, bool)."""
+    job_spec = _job_spec(spec, ctx)
+    deployment_parameters = _get(spec, "deployment_parameters_id", None)
+    metadata = {
+        "name": as_text(_get(spec, "name")),
+        "namespace": _namespace(spec, ctx),
+        "labels": {
+            "app.kubernetes.io/managed-by": MANAGED_BY,
+            LABEL_TEAM: as_text(_get(spec, "team")),
+        },
+        "annotations": {
+            ANNOTATION_LAUNCH_LIST: _record_id(_get(spec, "launch_list_id", None)),
+            ANNOTATION_DEPLOYMENT_PARAMETERS: _record_id(deployment_parameters),
+            ANNOTATION_SPEC_SHA256: _sha256(dump_yaml(job_spec)),
+        },
+    }
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": job_spec}
+
+
+# -- YAML ------------------------------------------------------------------------------------
+
+# Plain scalars another YAML reader (Go's yaml.v2, used by kubectl) could take for a number,
+# a boolean or null: always quoted, even where PyYAML's own resolver would not need it.
+_AMBIGUOUS = re.compile(
+    r"[-+]?\.?[0-9].*|[-+]?\.(?:inf|Inf|INF|nan|NaN|NAN)|(?i:y|n|yes|no|true|false|on|off|null)|[~=]|<<",
+    re.DOTALL,
+)
+# YAML line breaks other than \n, and a byte-order mark: only double quotes keep them intact.
+_ONLY_DOUBLE_QUOTED = re.compile("[\r\x85\u2028\u2029\ufeff]")
+# What a literal block may hold: tab, newline and printable characters.
+_LITERAL_SAFE = re.compile(
+    "[\t\n\x20-\x7e\xa0-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010fffe]*"
+)
+
+
+class _Dumper(yaml.SafeDumper):
+    """Safe dumper: no tags, no anchors, insertion-ordered mappings, scripts as literal blocks."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+    def analyze_scalar(self, scalar: str) -> Any:
+        # PyYAML refuses literal blocks with tabs or trailing blanks on a line, although YAML
+        # allows both there; scripts often have them and read badly double-quoted.
+        analysis = super().analyze_scalar(scalar)
+        if not analysis.allow_block and "\n" in scalar and _literal_allowed(scalar):
+            analysis.allow_block = True
+        return analysis
+
+
+def _literal_allowed(text: str) -> bool:
+    return _LITERAL_SAFE.fullmatch(text) is not None and not text.endswith((" ", "\t"))
+
+
+def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    style: str | None = None
+    if _ONLY_DOUBLE_QUOTED.search(data):
+        style = '"'
+    elif "\n" in data:
+        style = "|" if _literal_allowed(data) else '"'
+    elif _AMBIGUOUS.fullmatch(data):
+        style = "'"
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_Dumper.add_representer(str, _represent_str)
+
+
+def dump_yaml(manifest: Mapping[str, Any]) -> str:
+    """Deterministic block-style YAML of `manifest`: one document, keys in insertion order."""
+    return yaml.dump(
+        manifest,
+        Dumper=_Dumper,
+        sort_keys=False,
+        default_flow_style=False,
+        allow_unicode=True,
+        width=1 << 30,
+        explicit_start=False,
+    )
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A rendered Job: its data, its YAML, and the sha256 of that YAML (UTF-8)."""
+
+    data: dict[str, Any]
+    yaml: str
+    sha256: str
+
+
+def build_manifest(spec: JobSpec, ctx: CheckContext) -> Manifest:
+    """Render and dump in one step (the value submission freezes into the run record)."""
+    data = render_manifest(spec, ctx)
+    text = dump_yaml(data)
+    return Manifest(data=data, yaml=text, sha256=_sha256(text))
+
