@@ -1,0 +1,340 @@
+"""Build the findings engine's inputs from the database: the ONE path every check takes.
+
+The wizard, the API and submission all call `evaluate(job)` (or `spec_from_job` +
+`check_context_for`), so a job is judged the same way wherever it is looked at.
+
+`check_context_for` loads everything in a fixed number of queries: a handful for the
+clusters, network domains, names and SSH keys, plus two per distinct role selector
+(`clusters.matching`). Nothing it does grows with the number of jobs or nodes stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from django.db import connection
+from django.db.models import Exists, OuterRef
+from django.utils.translation import gettext
+
+from clusters.matching import match_many
+from clusters.models import Cluster, ClusterJob, NetworkDomain, StorageClass
+from jobs.findings import check, has_errors
+from jobs.models import Job, JobState, Role, SSHKey
+from jobs.spec import (
+    CheckContext,
+    ClusterFacts,
+    EnvVar,
+    Finding,
+    JobSpec,
+    Mount,
+    ResourcePair,
+    RoleSpec,
+    SelectorMatch,
+    VerificationView,
+    selector_key,
+)
+from rlark_site.tenancy.models import Team
+
+__all__ = [
+    "Evaluation",
+    "check_context_for",
+    "evaluate",
+    "name_findings",
+    "name_is_taken",
+    "role_spec",
+    "spec_from_job",
+]
+
+SelectorKey = tuple[tuple[str, str], ...]
+VerificationKey = tuple[str, SelectorKey]
+
+_DEVICE_NAMES_SQL = """
+SELECT DISTINCT c.name, d.key
+FROM clusters_node n
+JOIN clusters_cluster c ON c.id = n.cluster_id
+CROSS JOIN LATERAL jsonb_object_keys(
+    CASE WHEN jsonb_typeof(n.devices) = 'object' THEN n.devices ELSE '{}'::jsonb END
+) AS d(key)
+WHERE NOT n.gone AND c.name = ANY(%s) AND d.key LIKE 'rlinf.io/%%'
+"""
+
+
+class Evaluation(NamedTuple):
+    """A job as the engine saw it: the frozen spec, the world it was checked in, the findings."""
+
+    spec: JobSpec
+    ctx: CheckContext
+    findings: list[Finding]
+
+    @property
+    def has_errors(self) -> bool:
+        return has_errors(self.findings)
+
+
+# --- spec ---------------------------------------------------------------------------------
+
+
+def _text(value: Any) -> str:
+    """Free text as stored; numbers become their JSON spelling, null becomes blank."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _pairs(value: Any) -> tuple[tuple[Any, Any], ...]:
+    """`[[k, v], ...]` (or a mapping) as a tuple of pairs, in the order given."""
+    if isinstance(value, Mapping):
+        return tuple(value.items())
+    if not isinstance(value, (list, tuple)):
+        return ()
+    return tuple(
+        (item[0], item[1]) for item in value if isinstance(item, (list, tuple)) and len(item) == 2
+    )
+
+
+def _resource_pair(value: Any) -> ResourcePair:
+    if not isinstance(value, Mapping):
+        return ResourcePair()
+    return ResourcePair(request=_text(value.get("request")), limit=_text(value.get("limit")))
+
+
+def _env(value: Any) -> tuple[EnvVar, ...]:
+    if not isinstance(value, (list, tuple)):
+        return ()
+    return tuple(
+        EnvVar(name=_text(item.get("name")), value=_text(item.get("value")))
+        for item in value
+        if isinstance(item, Mapping)
+    )
+
+
+def _mounts(value: Any) -> tuple[Mount, ...]:
+    if not isinstance(value, (list, tuple)):
+        return ()
+    return tuple(
+        Mount(
+            kind=_text(item.get("kind")),
+            target=_text(item.get("target")),
+            source=_text(item.get("source")),
+            storage_class=_text(item.get("storage_class")),
+            size=_text(item.get("size")),
+        )
+        for item in value
+        if isinstance(item, Mapping)
+    )
+
+
+def role_spec(role: Role) -> RoleSpec:
+    """One stored role as the engine sees it (values kept as typed)."""
+    return RoleSpec(
+        name=role.name,
+        cluster=role.cluster,
+        selector=_pairs(role.selector),
+        gpus=role.gpus,
+        devices=_pairs(role.devices),
+        cpu=_resource_pair(role.cpu),
+        memory=_resource_pair(role.memory),
+        image=role.image,
+        image_digest=role.image_digest,
+        prepare_script=role.prepare_script,
+        env=_env(role.env),
+        mounts=_mounts(role.mounts),
+    )
+
+
+def _requested_key_names(job: Job) -> list[str]:
+    names = job.ssh_key_names if isinstance(job.ssh_key_names, list) else []
+    return [_text(name) for name in names]
+
+
+def _team_keys(team: Team | int) -> dict[str, str]:
+    return dict(SSHKey.objects.filter(team=team).values_list("name", "public_key"))
+
+
+def _resolve_ssh_keys(
+    names: Sequence[str], team_keys: Mapping[str, str]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(public key lines for the known names, the unknown names), each once, in request order."""
+    lines: list[str] = []
+    unknown: list[str] = []
+    for name in dict.fromkeys(names):
+        if name in team_keys:
+            lines.append(team_keys[name])
+        else:
+            unknown.append(name)
+    return tuple(lines), tuple(unknown)
+
+
+def spec_from_job(job: Job) -> JobSpec:
+    """The frozen spec of a job draft; SSH key names are resolved to the team's key lines.
+
+    Prefetch `roles` and select `team` to keep this at one query (the SSH keys).
+    """
+    lines, _unknown = _resolve_ssh_keys(_requested_key_names(job), _team_keys(job.team_id))
+    return JobSpec(
+        team=job.team.slug,
+        name=job.name,
+        task_type=job.task_type,
+        roles=tuple(role_spec(role) for role in job.roles.all()),
+        header_role=job.header_role,
+        network_domain=job.network_domain,
+        ssh_keys=lines,
+        run_script=job.run_script,
+        tensorboard_log_dir=job.tensorboard_log_dir,
+        image_compatibility_confirmed=job.image_compatibility_confirmed,
+        launch_list_id=job.launch_list_id,
+        deployment_parameters_id=job.deployment_parameters_id,
+    )
+
+
+# --- context ------------------------------------------------------------------------------
+
+
+def _usable_selector(role: RoleSpec) -> dict[str, str]:
+    """The role's conditions as a mapping; conditions that cannot be labels at all are left out.
+
+    Syntax problems are the engine's to report; they only must not break matching.
+    """
+    return {k: v for k, v in role.selector if isinstance(k, str) and isinstance(v, str)}
+
+
+def _cluster_names(spec: JobSpec) -> list[str]:
+    return sorted({role.cluster for role in spec.roles if isinstance(role.cluster, str)} - {""})
+
+
+def _cluster_facts(names: Sequence[str]) -> dict[str, ClusterFacts]:
+    if not names:
+        return {}
+    namespaces = dict(Cluster.objects.filter(name__in=names).values_list("name", "namespace"))
+    storage: dict[str, set[str]] = {}
+    for cluster, storage_class in StorageClass.objects.filter(
+        cluster__name__in=names
+    ).values_list("cluster__name", "name"):
+        storage.setdefault(cluster, set()).add(storage_class)
+    devices: dict[str, set[str]] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(_DEVICE_NAMES_SQL, [list(names)])
+        for cluster, device in cursor.fetchall():
+            devices.setdefault(str(cluster), set()).add(str(device))
+    return {
+        name: ClusterFacts(
+            name=name,
+            namespace=namespace,
+            storage_classes=frozenset(storage.get(name, ())),
+            device_names=frozenset(devices.get(name, ())),
+        )
+        for name, namespace in namespaces.items()
+    }
+
+
+def _network_domains() -> dict[str, frozenset[str]]:
+    domains: dict[str, set[str]] = {}
+    for name, cluster in NetworkDomain.objects.values_list("name", "clusters__name"):
+        domains.setdefault(name, set())
+        if cluster is not None:
+            domains[name].add(cluster)
+    return {name: frozenset(clusters) for name, clusters in domains.items()}
+
+
+def name_is_taken(name: str, *, exclude_job_id: int | None = None) -> bool:
+    """Whether another RLark job, or a Job on any cluster that is not this one's, has `name`.
+
+    Only this one name is looked up. Once a job is submitted its own Job shows up on the
+    cluster too; the row in its cluster and namespace is then not "another" Job.
+    """
+    if not name:
+        return False
+    other_jobs = Job.objects.filter(name=name)
+    remote = ClusterJob.objects.filter(name=name)
+    if exclude_job_id is not None:
+        other_jobs = other_jobs.exclude(pk=exclude_job_id)
+        own = Job.objects.filter(
+            pk=exclude_job_id,
+            name=OuterRef("name"),
+            cluster=OuterRef("cluster__name"),
+            namespace=OuterRef("namespace"),
+        ).exclude(state=JobState.DRAFT)
+        remote = remote.exclude(Exists(own))
+    return other_jobs.exists() or remote.exists()
+
+
+def name_findings(name: str, *, taken: bool) -> list[Finding]:
+    """The engine's findings about a job name alone (``job.name.*``), without a database.
+
+    Used where a draft cannot be saved under a name, so the refusal speaks the engine's words.
+    """
+    spec = JobSpec(team="", name=name, task_type="custom", roles=())
+    ctx = CheckContext(taken_names=frozenset({name}) if taken else frozenset())
+    findings = [f for f in check(spec, ctx) if f.code.startswith("job.name.")]
+    if taken and not any(f.code == "job.name.taken" for f in findings):
+        # The engine reports only the syntax of a malformed name; it is taken all the same.
+        findings.append(Finding(
+            code="job.name.taken", severity="error", field="name", detail={"value": name[:100]},
+            message=gettext("The job name is already used by another job or by a Job on a "
+                            "cluster."),
+        ))
+    return findings
+
+
+def _verifications_for(
+    team: Team, pairs: Iterable[VerificationKey]
+) -> dict[VerificationKey, VerificationView]:
+    """The team's newest verification for each (cluster, selector key) pair.
+
+    Empty until `clusters.verifications.services.verification_views` is available.
+    """
+    return {}
+
+
+def _verification_pairs(spec: JobSpec) -> list[VerificationKey]:
+    pairs: dict[VerificationKey, None] = {}
+    for role in spec.roles:
+        selector = _usable_selector(role)
+        if isinstance(role.cluster, str) and role.cluster and selector:
+            pairs[(role.cluster, selector_key(selector))] = None
+    return list(pairs)
+
+
+def _matches(spec: JobSpec) -> dict[SelectorKey, SelectorMatch]:
+    selectors = [s for role in spec.roles if (s := _usable_selector(role))]
+    return match_many(selectors)
+
+
+def check_context_for(
+    spec: JobSpec,
+    *,
+    team: Team,
+    exclude_job_id: int | None = None,
+    ssh_key_names: Sequence[str] = (),
+) -> CheckContext:
+    """Everything outside the draft the rules need, in a bounded number of queries.
+
+    `exclude_job_id` is the job being checked (its own name is not "taken" by itself);
+    `ssh_key_names` are the key names the draft asks for (unknown ones are reported).
+    """
+    team_keys = _team_keys(team)
+    _lines, unknown = _resolve_ssh_keys([_text(n) for n in ssh_key_names], team_keys)
+    taken = name_is_taken(spec.name, exclude_job_id=exclude_job_id)
+    return CheckContext(
+        clusters=_cluster_facts(_cluster_names(spec)),
+        matches=_matches(spec),
+        verifications=_verifications_for(team, _verification_pairs(spec)),
+        network_domains=_network_domains(),
+        taken_names=frozenset({spec.name}) if taken else frozenset(),
+        known_ssh_key_names=frozenset(team_keys),
+        unknown_ssh_key_names=unknown,
+    )
+
+
+def evaluate(job: Job) -> Evaluation:
+    """Check a stored job: its spec, the context it was checked in, and the findings."""
+    spec = spec_from_job(job)
+    ctx = check_context_for(
+        spec, team=job.team, exclude_job_id=job.pk, ssh_key_names=_requested_key_names(job)
+    )
+    return Evaluation(spec=spec, ctx=ctx, findings=check(spec, ctx))

@@ -1,0 +1,219 @@
+"""REST API for job drafts, their manifests and the team's SSH keys (SPEC 12).
+
+Views check the body's shape, call one service or selector, and answer with the draft as
+stored plus the engine's findings. Another team's job or key answers 404 everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+from django.db.models import QuerySet
+from django.http import HttpResponse
+from django.utils.translation import gettext as _
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import generics, serializers, status
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from jobs.context import evaluate
+from jobs.drafts.selectors import (
+    job_get_for_user,
+    job_list_for_user,
+    ssh_key_get_for_team,
+    ssh_keys_for_team,
+    team_for_user,
+)
+from jobs.drafts.serializers import (
+    FindingsErrorSerializer,
+    JobDetailSerializer,
+    JobDraftSerializer,
+    JobSummarySerializer,
+    SSHKeyInSerializer,
+    SSHKeySerializer,
+)
+from jobs.drafts.services import job_create, job_delete, job_update, ssh_key_create, ssh_key_delete
+from jobs.models import Job, JobState, SSHKey
+from jobs.render import build_manifest
+from rlark_site.exceptions import ApplicationError
+
+YAML_CONTENT_TYPE = "text/yaml; charset=utf-8"
+MANIFEST_SHA256_HEADER = "X-Manifest-SHA256"
+
+_TEAM_PARAM = OpenApiParameter("team", str, description="team slug (default: your first team)")
+_ERRORS = {
+    400: OpenApiResponse(FindingsErrorSerializer, description="malformed body or name refused"),
+    404: OpenApiResponse(description="missing, or another team's"),
+}
+
+
+def _error_path(errors: Any, path: tuple[str, ...] = ()) -> tuple[tuple[str, ...], str]:
+    """The first leaf of DRF's nested error structure, with where it is."""
+    if isinstance(errors, dict):
+        key, value = next(iter(errors.items()))
+        inner = path if key == "non_field_errors" else (*path, str(key))
+        return _error_path(value, inner)
+    if isinstance(errors, list) and errors:
+        for index, item in enumerate(errors):
+            if item:
+                if isinstance(item, (dict, list)):
+                    return _error_path(item, (*path, str(index)))
+                return path, str(item)
+    return path, str(errors)
+
+
+def _validated(serializer: serializers.Serializer) -> dict[str, Any]:
+    """The shape-checked body, or a 400 naming the first problem and listing all of them."""
+    if not serializer.is_valid():
+        where, message = _error_path(serializer.errors)
+        detail = f"{'.'.join(where)}: {message}" if where else message
+        raise ApplicationError(
+            _("Malformed request body: %(problem)s") % {"problem": detail},
+            extra={"errors": serializer.errors},
+        )
+    data: dict[str, Any] = serializer.validated_data
+    return data
+
+
+def _detail(job: Job, request: Request, *, status_code: int = status.HTTP_200_OK) -> Response:
+    context = {"evaluation": evaluate(job), "request": request}
+    return Response(JobDetailSerializer(job, context=context).data, status=status_code)
+
+
+class JobListView(generics.ListAPIView):
+    serializer_class = JobSummarySerializer
+
+    def get_queryset(self) -> QuerySet[Job]:
+        slug = self.request.query_params.get("team")
+        team = team_for_user(self.request.user, slug) if slug else None
+        jobs = job_list_for_user(self.request.user, team=team)
+        state = self.request.query_params.get("state")
+        return jobs.filter(state=state) if state else jobs
+
+    @extend_schema(parameters=[
+        _TEAM_PARAM,
+        OpenApiParameter("state", str, enum=JobState.values, description="only jobs in this state"),
+    ])
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    @extend_schema(request=JobDraftSerializer, responses={201: JobDetailSerializer, **_ERRORS})
+    def post(self, request: Request) -> Response:
+        data = _validated(JobDraftSerializer(data=request.data))
+        team = team_for_user(request.user, data.get("team"))
+        job = job_create(team=team, user=request.user, data=data)
+        return _detail(job, request, status_code=status.HTTP_201_CREATED)
+
+
+class JobDetailView(APIView):
+    @extend_schema(responses={200: JobDetailSerializer, 404: _ERRORS[404]})
+    def get(self, request: Request, name: str) -> Response:
+        return _detail(job_get_for_user(request.user, name), request)
+
+    def _update(self, request: Request, name: str, *, partial: bool) -> Response:
+        job = job_get_for_user(request.user, name)
+        data = _validated(JobDraftSerializer(data=request.data, partial=partial))
+        job = job_update(job=job, user=request.user, data=data, partial=partial)
+        return _detail(job, request)
+
+    @extend_schema(request=JobDraftSerializer, responses={200: JobDetailSerializer, **_ERRORS})
+    def patch(self, request: Request, name: str) -> Response:
+        return self._update(request, name, partial=True)
+
+    @extend_schema(request=JobDraftSerializer, responses={200: JobDetailSerializer, **_ERRORS})
+    def put(self, request: Request, name: str) -> Response:
+        return self._update(request, name, partial=False)
+
+    @extend_schema(responses={204: None, 404: _ERRORS[404],
+                              409: OpenApiResponse(description="the job was submitted")})
+    def delete(self, request: Request, name: str) -> Response:
+        job_delete(job=job_get_for_user(request.user, name))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class YAMLRenderer(BaseRenderer):
+    """Lets ``?format=yaml`` through content negotiation; errors render as YAML documents."""
+
+    media_type = "text/yaml"
+    format = "yaml"
+    charset = "utf-8"
+
+    def render(self, data: Any, accepted_media_type: str | None = None,
+               renderer_context: Mapping[str, Any] | None = None) -> bytes:
+        if data is None:
+            return b""
+        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True).encode("utf-8")
+
+
+class JobManifestView(APIView):
+    renderer_classes = [JSONRenderer, YAMLRenderer]
+
+    @extend_schema(
+        parameters=[OpenApiParameter("format", str, enum=["yaml", "json"],
+                                     description="yaml (default) or json")],
+        responses={
+            (200, "text/yaml"): OpenApiTypes.STR,
+            (200, "application/json"): OpenApiTypes.OBJECT,
+            422: OpenApiResponse(FindingsErrorSerializer, description="errors remain"),
+            404: _ERRORS[404],
+        },
+    )
+    def get(self, request: Request, name: str) -> HttpResponse:
+        """The manifest RLark would submit; 422 with the findings while an error remains."""
+        job = job_get_for_user(request.user, name)
+        evaluation = evaluate(job)
+        if evaluation.has_errors:
+            raise ApplicationError(
+                _("The job still has errors; no manifest can be built."),
+                extra={"findings": [f.as_dict() for f in evaluation.findings]},
+                status_code=status.HTTP_422_UNPROCESSABLE_ENTITY,
+            )
+        manifest = build_manifest(evaluation.spec, evaluation.ctx)
+        if request.query_params.get("format") == "json":
+            response: HttpResponse = Response(manifest.data)
+        else:
+            response = HttpResponse(manifest.yaml, content_type=YAML_CONTENT_TYPE)
+        response[MANIFEST_SHA256_HEADER] = manifest.sha256
+        return response
+
+
+class SSHKeyListView(generics.ListAPIView):
+    serializer_class = SSHKeySerializer
+
+    def get_queryset(self) -> QuerySet[SSHKey]:
+        return ssh_keys_for_team(
+            team_for_user(self.request.user, self.request.query_params.get("team"))
+        )
+
+    @extend_schema(parameters=[_TEAM_PARAM])
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    @extend_schema(request=SSHKeyInSerializer, responses={201: SSHKeySerializer, **_ERRORS})
+    def post(self, request: Request) -> Response:
+        data = _validated(SSHKeyInSerializer(data=request.data))
+        key = ssh_key_create(
+            team=team_for_user(request.user, data.get("team")), user=request.user,
+            name=data["name"], public_key=data["public_key"],
+        )
+        return Response(SSHKeySerializer(key).data, status=status.HTTP_201_CREATED)
+
+
+class SSHKeyDetailView(APIView):
+    def _key(self, request: Request, name: str) -> SSHKey:
+        team = team_for_user(request.user, request.query_params.get("team"))
+        return ssh_key_get_for_team(team, name=name)
+
+    @extend_schema(parameters=[_TEAM_PARAM], responses={200: SSHKeySerializer, 404: _ERRORS[404]})
+    def get(self, request: Request, name: str) -> Response:
+        return Response(SSHKeySerializer(self._key(request, name)).data)
+
+    @extend_schema(parameters=[_TEAM_PARAM], responses={204: None, 404: _ERRORS[404]})
+    def delete(self, request: Request, name: str) -> Response:
+        ssh_key_delete(key=self._key(request, name))
+        return Response(status=status.HTTP_204_NO_CONTENT)

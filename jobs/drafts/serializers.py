@@ -1,0 +1,337 @@
+"""Shapes of the job draft body (SPEC 12) and of the API's answers.
+
+Input serializers check only the shape (which containers hold what); every rule about
+the values is the findings engine's, so a GPU count of "eight" is accepted here, stored
+and reported as ``gpu.invalid``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.core.validators import ProhibitNullCharactersValidator
+from django.urls import NoReverseMatch, reverse
+from django.utils.translation import gettext
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+from rest_framework.validators import ProhibitSurrogateCharactersValidator
+
+from jobs.context import Evaluation
+from jobs.models import Job, Role, SSHKey
+
+MAX_ROLES = 64
+MAX_CONDITIONS = 64
+MAX_ITEMS = 256  # env entries, mounts, devices, SSH key names
+MAX_TEXT = 100_000  # scripts and other free text
+# The launch list and deployment parameters API (jobs.records) under these URL names.
+LAUNCH_LIST_URL = "api:launch-list-detail"
+DEPLOYMENT_PARAMETERS_URL = "api:deployment-parameters-detail"
+
+_SCALAR_SCHEMA = {"oneOf": [{"type": "integer"}, {"type": "number"}, {"type": "string"}]}
+_PAIRS_SCHEMA = {
+    "oneOf": [
+        {"type": "object", "additionalProperties": {"type": "string"}},
+        {"type": "array", "items": {"type": "array", "items": {"type": "string"},
+                                    "minItems": 2, "maxItems": 2}},
+    ]
+}
+_DEVICES_SCHEMA = {
+    "oneOf": [
+        {"type": "object", "additionalProperties": _SCALAR_SCHEMA},
+        {"type": "array", "items": {"type": "array", "minItems": 2, "maxItems": 2}},
+    ]
+}
+
+
+def _check_text(value: str) -> None:
+    ProhibitNullCharactersValidator()(value)
+    ProhibitSurrogateCharactersValidator()(value)
+
+
+def _text_field(**kwargs: Any) -> serializers.CharField:
+    """Free text kept exactly as typed (no trimming, blank allowed)."""
+    kwargs.setdefault("max_length", MAX_TEXT)
+    return serializers.CharField(required=False, allow_blank=True, trim_whitespace=False,
+                                 **kwargs)
+
+
+def _scalar(value: Any) -> Any:
+    """A number or a string, kept as typed; containers are a shape error."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, str):
+        if len(value) > 255:
+            raise serializers.ValidationError(gettext("At most 255 characters."))
+        _check_text(value)
+        return value
+    raise serializers.ValidationError(gettext("Expected a number or a string."))
+
+
+def _label_text(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise serializers.ValidationError(
+            gettext("Each %(what)s must be a string.") % {"what": what}
+        )
+    if len(value) > 316:  # the longest label key: 253-character prefix, '/', 63-character name
+        raise serializers.ValidationError(
+            gettext("A label key or value is at most 316 characters.")
+        )
+    _check_text(value)
+    return value
+
+
+def _pair_items(data: Any, *, limit: int, message: str) -> list[list[Any]]:
+    if isinstance(data, Mapping):
+        items = [[k, v] for k, v in data.items()]
+    elif isinstance(data, list) and all(isinstance(i, list) and len(i) == 2 for i in data):
+        items = [list(i) for i in data]
+    else:
+        raise serializers.ValidationError(message)
+    if len(items) > limit:
+        raise serializers.ValidationError(gettext("At most %(n)d entries.") % {"n": limit})
+    return items
+
+
+@extend_schema_field(_PAIRS_SCHEMA)
+class SelectorField(serializers.Field):
+    """``{"key": "value"}`` or ``[["key", "value"], ...]`` (a key may repeat: it is reported)."""
+
+    def to_internal_value(self, data: Any) -> list[list[str]]:
+        items = _pair_items(
+            data, limit=MAX_CONDITIONS,
+            message=gettext(
+                "A selector is an object of label strings or a list of [key, value] pairs."
+            ),
+        )
+        return [[_label_text(k, "key"), _label_text(v, "value")] for k, v in items]
+
+    def to_representation(self, value: Any) -> Any:
+        return _pairs_out(value)
+
+
+@extend_schema_field(_DEVICES_SCHEMA)
+class DevicesField(serializers.Field):
+    """``{"rlinf.io/rdma": 1}`` or ``[["rlinf.io/rdma", 1], ...]``; counts kept as typed."""
+
+    def to_internal_value(self, data: Any) -> list[list[Any]]:
+        items = _pair_items(
+            data, limit=MAX_ITEMS,
+            message=gettext("Devices are an object of counts or a list of [name, count] pairs."),
+        )
+        return [[_label_text(name, "device name"), _scalar(count)] for name, count in items]
+
+    def to_representation(self, value: Any) -> Any:
+        return _pairs_out(value)
+
+
+@extend_schema_field(_SCALAR_SCHEMA)
+class ScalarField(serializers.Field):
+    """A number or a string, kept as typed (the engine judges it)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_null", True)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> Any:
+        return _scalar(data)
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+class ResourceSerializer(serializers.Serializer):
+    """CPU or memory: Kubernetes quantities, e.g. ``{"request": "16", "limit": "32"}``."""
+
+    request = ScalarField(required=False)
+    limit = ScalarField(required=False)
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            unknown = sorted(str(k) for k in data if k not in ("request", "limit"))
+            if unknown:
+                raise serializers.ValidationError(
+                    gettext("Unknown keys %(keys)s; use request and limit.") % {"keys": unknown}
+                )
+        return super().to_internal_value(data)
+
+
+class EnvSerializer(serializers.Serializer):
+    name = _text_field(max_length=255)
+    value = _text_field()
+
+
+class MountSerializer(serializers.Serializer):
+    kind = _text_field(max_length=40, help_text="host_path | object_storage")
+    # `source` is also an attribute of DRF fields; the metaclass moves declared fields away.
+    source = _text_field(  # type: ignore[assignment]
+        max_length=4096, help_text="host_path: absolute path on the node"
+    )
+    target = _text_field(max_length=4096, help_text="absolute path in the worker")
+    storage_class = _text_field(max_length=253, help_text="object_storage: a storage class")
+    size = ScalarField(required=False, help_text="object_storage: the claim's storage request")
+
+
+class RoleSerializer(serializers.Serializer):
+    name = _text_field(max_length=255)
+    cluster = _text_field(max_length=63)
+    selector = SelectorField(required=False)
+    gpus = ScalarField(required=False, help_text="GPUs per worker (an integer >= 0)")
+    devices = DevicesField(required=False)
+    cpu = ResourceSerializer(required=False, allow_null=True)
+    memory = ResourceSerializer(required=False, allow_null=True)
+    image = _text_field(max_length=4096)
+    image_digest = _text_field(max_length=255, allow_null=True)
+    prepare_script = _text_field()
+    env = serializers.ListField(child=EnvSerializer(), required=False, max_length=MAX_ITEMS)
+    mounts = serializers.ListField(child=MountSerializer(), required=False, max_length=MAX_ITEMS)
+
+
+class JobDraftSerializer(serializers.Serializer):
+    """The job draft body of SPEC 12. Every field is optional except `name` on create."""
+
+    team = serializers.CharField(required=False, help_text="team slug; default: your first team")
+    name = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False,
+                                 max_length=255)
+    task_type = _text_field(max_length=40, help_text="rl | data_collection | evaluation | custom")
+    header_role = _text_field(max_length=255, allow_null=True)
+    roles = serializers.ListField(child=RoleSerializer(), required=False, allow_null=True,
+                                  max_length=MAX_ROLES)
+    network_domain = _text_field(max_length=255, allow_null=True)
+    ssh_keys = serializers.ListField(child=_text_field(max_length=100), required=False,
+                                     allow_null=True, max_length=MAX_ITEMS)
+    run_script = _text_field()
+    tensorboard_log_dir = _text_field(max_length=4096, allow_null=True)
+    image_compatibility_confirmed = serializers.BooleanField(required=False)
+    launch_list = serializers.IntegerField(required=False, allow_null=True)
+    deployment_parameters = serializers.IntegerField(required=False, allow_null=True)
+
+
+def _pairs_out(value: Any) -> Any:
+    """Stored ``[[k, v], ...]`` as an object, or as the pair list when a key repeats."""
+    pairs = [tuple(p) for p in value or () if isinstance(p, (list, tuple)) and len(p) == 2]
+    keys = [k for k, _v in pairs]
+    if all(isinstance(k, str) for k in keys) and len(set(keys)) == len(keys):
+        return dict(pairs)
+    return [list(p) for p in pairs]
+
+
+class RoleOutSerializer(serializers.ModelSerializer):
+    selector = SelectorField()
+    devices = DevicesField()
+    gpus = ScalarField()
+    cpu = serializers.JSONField()
+    memory = serializers.JSONField()
+    env = serializers.JSONField()
+    mounts = serializers.JSONField()
+
+    class Meta:
+        model = Role
+        fields = ["name", "cluster", "selector", "gpus", "devices", "cpu", "memory", "image",
+                  "image_digest", "prepare_script", "env", "mounts"]
+
+
+class FindingSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    severity = serializers.ChoiceField(choices=["error", "warning"])
+    role = serializers.CharField(allow_null=True)
+    field = serializers.CharField(allow_null=True)
+    message = serializers.CharField()
+    detail = serializers.DictField()
+
+
+def _url(request: Any, name: str, *args: Any) -> str | None:
+    try:
+        path = reverse(name, args=args)
+    except NoReverseMatch:
+        return None
+    return request.build_absolute_uri(path) if request is not None else path
+
+
+class JobSummarySerializer(serializers.ModelSerializer):
+    team = serializers.CharField(source="team.slug")
+    created_by = serializers.CharField(source="created_by.username")
+    url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Job
+        fields = ["name", "team", "task_type", "state", "wizard_step", "created_by",
+                  "created_at", "updated_at", "submitted_at", "url"]
+
+    def get_url(self, job: Job) -> str | None:
+        return _url(self.context.get("request"), "api:job-detail", job.name)
+
+
+class JobLinksSerializer(serializers.Serializer):
+    self = serializers.CharField()
+    manifest = serializers.CharField()
+    launch_list = serializers.CharField(allow_null=True)
+    deployment_parameters = serializers.CharField(allow_null=True)
+
+
+class JobDetailSerializer(JobSummarySerializer):
+    """A draft as stored, with the engine's findings (context: `evaluation`, `request`)."""
+
+    roles = RoleOutSerializer(many=True)
+    ssh_keys = serializers.JSONField(source="ssh_key_names")
+    findings = serializers.SerializerMethodField()
+    has_errors = serializers.SerializerMethodField()
+    links = serializers.SerializerMethodField()
+
+    class Meta(JobSummarySerializer.Meta):
+        fields = [*JobSummarySerializer.Meta.fields, "header_role", "roles", "network_domain",
+                  "ssh_keys", "run_script", "tensorboard_log_dir",
+                  "image_compatibility_confirmed", "launch_list", "deployment_parameters",
+                  "cluster", "namespace", "status_reason", "status_message",
+                  "findings", "has_errors", "links"]
+
+    def _evaluation(self) -> Evaluation:
+        evaluation: Evaluation = self.context["evaluation"]
+        return evaluation
+
+    @extend_schema_field(FindingSerializer(many=True))
+    def get_findings(self, job: Job) -> list[dict[str, Any]]:
+        return [f.as_dict() for f in self._evaluation().findings]
+
+    @extend_schema_field(OpenApiTypes.BOOL)
+    def get_has_errors(self, job: Job) -> bool:
+        return self._evaluation().has_errors
+
+    @extend_schema_field(JobLinksSerializer)
+    def get_links(self, job: Job) -> dict[str, str | None]:
+        request = self.context.get("request")
+        links = {
+            "self": _url(request, "api:job-detail", job.name),
+            "manifest": _url(request, "api:job-manifest", job.name),
+            "launch_list": None,
+            "deployment_parameters": None,
+        }
+        if job.launch_list_id is not None:
+            links["launch_list"] = _url(request, LAUNCH_LIST_URL, job.launch_list_id)
+        if job.deployment_parameters_id is not None:
+            links["deployment_parameters"] = _url(
+                request, DEPLOYMENT_PARAMETERS_URL, job.deployment_parameters_id
+            )
+        return links
+
+
+class FindingsErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+    findings = FindingSerializer(many=True)
+
+
+class SSHKeyInSerializer(serializers.Serializer):
+    team = serializers.CharField(required=False, help_text="team slug; default: your first team")
+    name = serializers.CharField(max_length=100)
+    public_key = serializers.CharField(max_length=16 * 1024,
+                                       help_text="one OpenSSH public key line")
+
+
+class SSHKeySerializer(serializers.ModelSerializer):
+    team = serializers.CharField(source="team.slug")
+    created_by = serializers.CharField(source="created_by.username")
+
+    class Meta:
+        model = SSHKey
+        fields = ["name", "team", "public_key", "fingerprint", "created_by", "created_at"]
