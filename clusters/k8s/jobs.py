@@ -28,7 +28,6 @@ JOB_PLURAL = "jobs"
 JOB_API_VERSION = f"{JOB_GROUP}/{JOB_VERSION}"
 JOB_KIND = "Job"
 
-_LIST_PAGE_SIZE = 500
 
 
 def _custom_objects(credentials: Credentials) -> k8s.CustomObjectsApi:
@@ -90,12 +89,13 @@ def _fetch_job_page(
     *,
     credentials: Credentials,
     namespace: str | None,
+    page_size: int,
     continue_token: str | None,
     timeout: float,
 ) -> dict[str, Any]:
     api = _custom_objects(credentials)
     options: dict[str, Any] = {
-        "limit": _LIST_PAGE_SIZE,
+        "limit": page_size,
         "_continue": continue_token,
         "_request_timeout": request_timeout(timeout),
     }
@@ -120,6 +120,7 @@ def list_jobs(
     *,
     credentials: Credentials,
     namespace: str | None = None,
+    page_size: int = 500,
     timeout: float = DEFAULT_TIMEOUT,
     attempts: int = DEFAULT_READ_ATTEMPTS,
     base_delay: float = DEFAULT_BASE_DELAY,
@@ -133,6 +134,7 @@ def list_jobs(
                 _fetch_job_page,
                 credentials=credentials,
                 namespace=namespace,
+                page_size=page_size,
                 continue_token=continue_token,
                 timeout=timeout,
             ),

@@ -10,6 +10,7 @@ changes; while it does not exist a minimal built-in schema stands in.
 from __future__ import annotations
 
 import copy
+import json
 import re
 import threading
 from dataclasses import dataclass, field
@@ -128,6 +129,42 @@ def _prune(value: Any, schema: dict[str, Any], path: str, unknown: list[str]) ->
     return value
 
 
+def _list_identity(item: Any, schema: dict[str, Any]) -> str | None:
+    """How `x-kubernetes-list-type` map/set lists tell items apart (None: no identity)."""
+    list_type = schema.get("x-kubernetes-list-type")
+    if list_type == "map" and isinstance(item, dict):
+        keys = schema.get("x-kubernetes-list-map-keys") or []
+        return json.dumps({key: item.get(key) for key in keys}, sort_keys=True)
+    if list_type == "set":
+        return json.dumps(item, sort_keys=True)
+    return None
+
+
+def _duplicates(value: Any, schema: dict[str, Any], path: str) -> list[Cause]:
+    """Duplicate entries of map- and set-type lists, which the API server rejects."""
+    causes: list[Cause] = []
+    if isinstance(value, dict):
+        properties = schema.get("properties") or {}
+        additional = schema.get("additionalProperties")
+        for key, item in value.items():
+            child = properties.get(key, additional)
+            if isinstance(child, dict):
+                causes += _duplicates(item, child, _join(path, key))
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        seen: set[str] = set()
+        for index, item in enumerate(value):
+            item_path = f"{path}[{index}]"
+            identity = _list_identity(item, schema)
+            if identity is not None and identity in seen:
+                causes.append(
+                    Cause("FieldValueDuplicate", f"Duplicate value: {identity}", item_path)
+                )
+            if identity is not None:
+                seen.add(identity)
+            causes += _duplicates(item, schema["items"], item_path)
+    return causes
+
+
 def _to_json_schema(schema: Any) -> Any:
     """OpenAPI v3 (structural) schema to JSON Schema draft 4: drop x-kubernetes-*, map nullable."""
     if isinstance(schema, list):
@@ -225,6 +262,7 @@ class JobSchema:
         incoming = {key: value for key, value in body.items() if key != "status"}
         unknown: list[str] = []
         document = _prune(incoming, loaded.structural, "", unknown)
-        errors = sorted(loaded.validator.iter_errors(document), key=lambda e: _field_path(e.path))
-        causes = [_cause(error) for error in errors]
+        causes = [_cause(error) for error in loaded.validator.iter_errors(document)]
+        causes += _duplicates(document, loaded.structural, "")
+        causes.sort(key=lambda cause: cause.field)
         return Admission(document=document, unknown_fields=unknown, causes=causes)

@@ -61,6 +61,7 @@ class SimulatorRequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: SimulatorHTTPServer
     timeout = 120
+    disable_nagle_algorithm = True  # headers and body are separate writes: no 40 ms stalls
 
     def do_GET(self) -> None:
         self._serve()

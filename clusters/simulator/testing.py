@@ -292,3 +292,107 @@ def start_simulator_process(
         process.wait()
         raise
     return handle
+
+
+def task_body(
+    name: str,
+    *,
+    replicas: int,
+    selector: dict[str, str],
+    gpus: int = 0,
+    devices: dict[str, int] | None = None,
+    head: bool = False,
+    image: str = "registry.example.com/rlinf/rlinf:test",
+) -> dict[str, Any]:
+    """A minimal task of an `rlinf.io/v1alpha1` Job, for tests of the API and the controller."""
+    limits: dict[str, Any] = {"nvidia.com/gpu": gpus} if gpus else {}
+    limits.update(devices or {})
+    container: dict[str, Any] = {"name": "main", "image": image}
+    if limits:
+        container["resources"] = {"limits": limits}
+    return {
+        "name": name,
+        "head": head,
+        "replicas": replicas,
+        "template": {"spec": {"nodeSelector": dict(selector), "containers": [container]}},
+    }
+
+
+def job_body(
+    name: str, *, tasks: list[dict[str, Any]], namespace: str | None = None
+) -> dict[str, Any]:
+    """A minimal Job body around `tasks` (see `task_body`); `minAvailable` sums the replicas."""
+    metadata: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        metadata["namespace"] = namespace
+    return {
+        "apiVersion": "rlinf.io/v1alpha1",
+        "kind": "Job",
+        "metadata": metadata,
+        "spec": {"minAvailable": sum(task["replicas"] for task in tasks), "tasks": tasks},
+    }
+
+
+TEST_JOB_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "jobs.rlinf.io"},
+    "spec": {
+        "group": "rlinf.io",
+        "names": {"kind": "Job", "plural": "jobs", "singular": "job", "listKind": "JobList"},
+        "scope": "Namespaced",
+        "versions": [
+            {
+                "name": "v1alpha1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "apiVersion": {"type": "string"},
+                            "kind": {"type": "string"},
+                            "metadata": {"type": "object"},
+                            "spec": {
+                                "type": "object",
+                                "required": ["tasks"],
+                                "properties": {
+                                    "minAvailable": {"type": "integer"},
+                                    "networkDomain": {"type": "string", "nullable": True},
+                                    "tasks": {
+                                        "type": "array",
+                                        "minItems": 1,
+                                        "x-kubernetes-list-type": "map",
+                                        "x-kubernetes-list-map-keys": ["name"],
+                                        "items": {
+                                            "type": "object",
+                                            "required": ["name", "replicas", "template"],
+                                            "properties": {
+                                                "name": {
+                                                    "type": "string",
+                                                    "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                                                },
+                                                "head": {"type": "boolean", "default": False},
+                                                "replicas": {"type": "integer", "minimum": 1},
+                                                "template": {
+                                                    "type": "object",
+                                                    "x-kubernetes-preserve-unknown-fields": True,
+                                                },
+                                            },
+                                        },
+                                    },
+                                },
+                            },
+                            "status": {
+                                "type": "object",
+                                "x-kubernetes-preserve-unknown-fields": True,
+                            },
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+"""A small structural CRD for tests: known task fields, a default, a nullable field."""
