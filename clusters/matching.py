@@ -1,43 +1,97 @@
 """Selector matching against the global inventory (every cluster; gone nodes excluded).
 
-Label containment (`labels @> {...}`) is answered by the GIN index on `Node.labels`.
-Results are the `clusters.types` value objects the findings engine consumes.
+Label containment (`labels @> {...}`) is answered by the GIN (jsonb_path_ops) index on
+`Node.labels`. Results are the `clusters.types` value objects the findings engine consumes;
+`describe_match` turns one into the body of `POST /api/v1/selector-matches/`, and
+`parse_selector_input` turns user input into a selector or the findings saying why not.
+
+Cost: one query for the matched nodes, plus, for selectors of two or more conditions, one
+query that scans the rows matching any single condition once (a BitmapOr over the index) to
+learn which clusters each condition reaches. A one-condition selector needs no second query:
+its only condition reaches exactly the clusters of its matches. `bench/selector_match.py`
+measures both against a plain in-memory scan.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from django.db import connection
+from django.utils.translation import gettext
 
+from clusters.labels import SelectorProblem, parse_selector_text, selector_problems
 from clusters.types import MatchedNode, SelectorMatch, selector_key
+from rlark_site.exceptions import ApplicationError
 
+SelectorKey = tuple[tuple[str, str], ...]
+
+# COLLATE "C": the order is code-point order whatever the database's collation, which is
+# also Python's order (the Header role's namespace is that of the first match).
 _NODES_SQL = """
-SELECT c.name, n.name, n.namespace, n.gpu, n.devices, n.ready
+SELECT c.name, n.name, n.namespace, n.gpu, n.devices::text, n.ready
 FROM clusters_node n JOIN clusters_cluster c ON c.id = n.cluster_id
 WHERE NOT n.gone AND n.labels @> %s::jsonb
-ORDER BY c.name, n.name
+ORDER BY c.name COLLATE "C", n.name COLLATE "C"
 """
 
-# For each single condition: the distinct clusters its matches lie in (one round trip).
-_CONDITIONS_SQL = """
-SELECT cond.i, array_agg(DISTINCT c.name ORDER BY c.name)
-FROM unnest(%s::jsonb[]) WITH ORDINALITY AS cond(j, i)
-JOIN clusters_node n ON n.labels @> cond.j AND NOT n.gone
-JOIN clusters_cluster c ON c.id = n.cluster_id
-GROUP BY cond.i
-"""
+_CONDITION_AGGREGATE = "array_agg(DISTINCT n.cluster_id) FILTER (WHERE n.labels @> %s::jsonb)"
+_CONDITION_MATCH = "n.labels @> %s::jsonb"
 
 
-def _node(row: tuple[object, ...]) -> MatchedNode:
-    cluster, name, namespace, gpu, devices, ready = row
-    device_items = devices if isinstance(devices, dict) else json.loads(str(devices or "{}"))
-    return MatchedNode(
-        cluster=str(cluster), name=str(name), namespace=str(namespace),
-        gpu=gpu if isinstance(gpu, int) else None,
-        devices=tuple(sorted((k, int(v)) for k, v in device_items.items() if v is not None)),
-        ready=bool(ready),
+def _conditions_sql(count: int) -> str:
+    """One pass over the rows matching any condition; per condition, the clusters it reaches."""
+    aggregates = ", ".join([_CONDITION_AGGREGATE] * count)
+    matches = " OR ".join([_CONDITION_MATCH] * count)
+    return f"SELECT {aggregates} FROM clusters_node n WHERE NOT n.gone AND ({matches})"  # noqa: S608
+
+
+class _DeviceParser:
+    """Allocatable device JSON repeats across nodes: parse each distinct text once per query."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, tuple[tuple[str, int], ...]] = {}
+
+    def __call__(self, text: str | None) -> tuple[tuple[str, int], ...]:
+        key = text or "{}"
+        parsed = self._seen.get(key)
+        if parsed is None:
+            items = json.loads(key).items()
+            parsed = tuple(sorted((k, int(v)) for k, v in items if v is not None))
+            self._seen[key] = parsed
+        return parsed
+
+
+def _fetch_nodes(condition_json: str) -> tuple[MatchedNode, ...]:
+    devices = _DeviceParser()
+    with connection.cursor() as cursor:
+        cursor.execute(_NODES_SQL, [condition_json])
+        rows = cursor.fetchall()
+    return tuple(
+        MatchedNode(
+            cluster=cluster, name=name, namespace=namespace, gpu=gpu,
+            devices=devices(device_text), ready=ready,
+        )
+        for cluster, name, namespace, gpu, device_text, ready in rows
+    )
+
+
+def _fetch_condition_clusters(
+    conditions: Sequence[tuple[str, str]],
+) -> tuple[tuple[tuple[str, str], frozenset[str]], ...]:
+    payload = [json.dumps({k: v}) for k, v in conditions]
+    with connection.cursor() as cursor:
+        cursor.execute(_conditions_sql(len(conditions)), payload + payload)
+        per_condition = cursor.fetchone() or (None,) * len(conditions)
+        ids = {i for found in per_condition for i in (found or ())}
+        names: dict[int, str] = {}
+        if ids:
+            cursor.execute("SELECT id, name FROM clusters_cluster WHERE id = ANY(%s)", [list(ids)])
+            names = dict(cursor.fetchall())
+    return tuple(
+        (cond, frozenset(names[i] for i in (found or ())))
+        for cond, found in zip(conditions, per_condition, strict=True)
     )
 
 
@@ -49,25 +103,98 @@ def match_selector(selector: Mapping[str, str]) -> SelectorMatch:
     if not selector:
         return SelectorMatch(nodes=())
     conditions = sorted(selector.items())
-    with connection.cursor() as cursor:
-        cursor.execute(_NODES_SQL, [json.dumps(dict(conditions))])
-        nodes = tuple(_node(row) for row in cursor.fetchall())
-        cursor.execute(_CONDITIONS_SQL, [[json.dumps({k: v}) for k, v in conditions]])
-        per_condition = {int(i): frozenset(names) for i, names in cursor.fetchall()}
-    condition_clusters = tuple(
-        (cond, per_condition.get(index, frozenset()))
-        for index, cond in enumerate(conditions, start=1)
-    )
+    nodes = _fetch_nodes(json.dumps(dict(conditions)))
+    if len(conditions) == 1:
+        condition_clusters = ((conditions[0], frozenset(n.cluster for n in nodes)),)
+    else:
+        condition_clusters = _fetch_condition_clusters(conditions)
     return SelectorMatch(nodes=nodes, condition_clusters=condition_clusters)
 
 
-def match_many(
-    selectors: Iterable[Mapping[str, str]],
-) -> dict[tuple[tuple[str, str], ...], SelectorMatch]:
-    """Matches for several selectors, keyed like `CheckContext.matches` (duplicates computed once)."""
-    result: dict[tuple[tuple[str, str], ...], SelectorMatch] = {}
+def match_many(selectors: Iterable[Mapping[str, str]]) -> dict[SelectorKey, SelectorMatch]:
+    """Matches for several selectors, keyed like `CheckContext.matches` (duplicates once)."""
+    result: dict[SelectorKey, SelectorMatch] = {}
     for selector in selectors:
         key = selector_key(dict(selector))
         if key not in result:
             result[key] = match_selector(dict(selector))
     return result
+
+
+def node_ref(node: MatchedNode) -> dict[str, Any]:
+    """A matched node as the API and the verification snapshot show it."""
+    return {"cluster": node.cluster, "name": node.name, "namespace": node.namespace}
+
+
+def describe_match(match: SelectorMatch, *, cluster: str) -> dict[str, Any]:
+    """The `POST selector-matches/` body: `match` judged against the chosen `cluster`.
+
+    `confined` is true when there is at least one match and every match lies in `cluster`;
+    `confining_conditions` are the single conditions whose own matches all lie in `cluster`.
+    """
+    foreign = match.foreign_nodes(cluster)
+    return {
+        "cluster": cluster,
+        "count": match.count,
+        "nodes": [{**node_ref(n), "ready": n.ready, "gpu": n.gpu} for n in match.nodes],
+        "clusters": sorted(match.clusters),
+        "confined": match.count > 0 and not foreign,
+        "confining_conditions": [
+            {"key": k, "value": v} for k, v in match.confining_conditions(cluster)
+        ],
+        "foreign_nodes": [node_ref(n) for n in foreign],
+        "gpu_max": match.gpu_max(),
+        "devices_max": match.devices_max(),
+    }
+
+
+def selector_finding(problem: SelectorProblem, *, field: str = "selector") -> dict[str, Any]:
+    """A selector problem in the findings shape of SPEC section 4."""
+    return {
+        "code": problem.code, "severity": "error", "role": None, "field": field,
+        "message": str(problem.message), "detail": problem.detail,
+    }
+
+
+class SelectorInputError(ApplicationError):
+    """The selector the user gave cannot be matched; `extra["findings"]` says why."""
+
+    def __init__(self, problems: Sequence[SelectorProblem], *, field: str = "selector") -> None:
+        findings = [selector_finding(p, field=field) for p in problems]
+        super().__init__(
+            gettext("The selector is not valid."), extra={"findings": findings}, status_code=400
+        )
+        self.problems = tuple(problems)
+
+
+def _unparseable_problem(part: str) -> SelectorProblem:
+    return SelectorProblem(
+        "selector.syntax",
+        gettext("%(part)s is not a key=value condition.") % {"part": repr(part[:100])},
+        {"part": "condition", "text": part[:100]},
+    )
+
+
+def _input_pairs(raw: object) -> tuple[object, list[SelectorProblem]]:
+    """The conditions in `raw`, and the parts of text input that are not conditions at all."""
+    if isinstance(raw, str):
+        pairs, unparseable = parse_selector_text(raw)
+        return pairs, [_unparseable_problem(part) for part in unparseable]
+    if isinstance(raw, Mapping):
+        return list(raw.items()), []
+    return raw, []
+
+
+def parse_selector_input(raw: object, *, field: str = "selector") -> dict[str, str]:
+    """A selector from user input: a `{key: value}` object, a list of `[key, value]` pairs, or
+    text (`key=value` separated by commas or new lines).
+
+    Raises `SelectorInputError` (400, with findings) when the input breaks the selector rules
+    of `clusters.labels`: empty, bad key or value syntax, or a key given twice.
+    """
+    pairs, problems = _input_pairs(raw)
+    if pairs or not problems:
+        problems += selector_problems(pairs)  # type: ignore[arg-type]
+    if problems:
+        raise SelectorInputError(problems, field=field)
+    return {str(k): str(v) for k, v in pairs}  # type: ignore[union-attr]

@@ -1,0 +1,396 @@
+"""Writes of the admin verification queue: request, decide, and follow inventory drift.
+
+States: ``pending`` -> ``approved`` | ``rejected``; ``approved`` -> ``stale`` when a later
+inventory poll changes the matched node set. Every transition is an UPDATE of the audited
+`Verification` row (pghistory records it with the request or task context); decisions are
+claimed with a conditional ``UPDATE ... WHERE state = 'pending'`` so two admins acting at
+once cannot both win.
+
+`verification_view_for` / `verification_views` (reads for the findings context builder) live
+in `selectors` and are re-exported here, where the findings context builder looks for them.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import connection, transaction
+from django.db.models import Exists, OuterRef, Q
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from clusters.matching import match_many, match_selector, node_ref, parse_selector_input
+from clusters.models import Cluster, Node, Verification, VerificationState
+from clusters.types import MatchedNode, SelectorMatch
+from clusters.verifications.selectors import (
+    selector_key_text,
+    verification_view_for,
+    verification_views,
+)
+from rlark_site.exceptions import ApplicationError, NotFoundError
+from rlark_site.tenancy.access import is_platform_admin, membership_of
+from rlark_site.tenancy.models import Team
+
+__all__ = [
+    "Asks",
+    "RequestOutcome",
+    "verification_approve",
+    "verification_reject",
+    "verification_request",
+    "verification_request_outcome",
+    "verification_view_for",
+    "verification_views",
+    "verifications_follow_inventory",
+]
+
+OPEN_STATES = (VerificationState.PENDING, VerificationState.APPROVED)
+DEVICE_PREFIX = "rlinf.io/"
+
+
+@dataclass(frozen=True)
+class Asks:
+    """What a request asks an admin to confirm besides the placement itself."""
+
+    for_header_role: bool = False
+    gpu: int | None = None
+    devices: tuple[tuple[str, int], ...] = ()
+    host_paths: tuple[str, ...] = ()
+
+    def covered_by(self, other: Asks) -> bool:
+        """Whether `other` already asks for everything this asks for."""
+        other_devices = dict(other.devices)
+        return (
+            (other.for_header_role or not self.for_header_role)
+            and (self.gpu is None or (other.gpu is not None and self.gpu <= other.gpu))
+            and all(count <= other_devices.get(name, -1) for name, count in self.devices)
+            and set(self.host_paths) <= set(other.host_paths)
+        )
+
+    def merged(self, other: Asks) -> Asks:
+        devices = dict(other.devices)
+        for name, count in self.devices:
+            devices[name] = max(count, devices.get(name, count))
+        gpus = [g for g in (self.gpu, other.gpu) if g is not None]
+        return Asks(
+            for_header_role=self.for_header_role or other.for_header_role,
+            gpu=max(gpus) if gpus else None,
+            devices=tuple(sorted(devices.items())),
+            host_paths=tuple(sorted(set(self.host_paths) | set(other.host_paths))),
+        )
+
+
+@dataclass(frozen=True)
+class RequestOutcome:
+    verification: Verification
+    reused: bool  # an open request for the same (team, cluster, selector) answered it
+    updated: bool = False  # ... and its asks were widened to include the new ones
+
+
+def _invalid(code: str, field: str, message: str, **detail: Any) -> ApplicationError:
+    finding = {"code": code, "severity": "error", "role": None, "field": field,
+               "message": message, "detail": detail}
+    return ApplicationError(message, extra={"findings": [finding]}, status_code=400)
+
+
+def _count(value: object, *, code: str, field: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _invalid(code, field, _("Give a whole number of 0 or more."), value=str(value)[:50])
+    return value
+
+
+def _devices(value: Mapping[str, object] | None, *, field: str) -> tuple[tuple[str, int], ...]:
+    if not value:
+        return ()
+    if not isinstance(value, Mapping):
+        raise _invalid("device.invalid", field, _("Give devices as {name: count}."))
+    for name in value:
+        if not isinstance(name, str) or not name.startswith(DEVICE_PREFIX):
+            raise _invalid(
+                "device.unknown", field,
+                _("%(name)s is not an rlinf.io/* device resource.") % {"name": repr(name)},
+                name=str(name)[:100],
+            )
+    counts = {name: _count(count, code="device.invalid", field=f"{field}.{name}")
+              for name, count in value.items()}
+    return tuple(sorted((name, count) for name, count in counts.items() if count is not None))
+
+
+def _host_paths(value: Sequence[object] | None, *, field: str) -> tuple[str, ...]:
+    if not value:
+        return ()
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise _invalid("mount.path.invalid", field, _("Give host paths as a list."))
+    for path in value:
+        if (not isinstance(path, str) or not path.startswith("/") or ".." in path.split("/")
+                or "\x00" in path):
+            raise _invalid(
+                "mount.path.invalid", field,
+                _("%(path)s is not an absolute path without '..'.") % {"path": repr(path)[:100]},
+                path=str(path)[:100],
+            )
+    return tuple(sorted({posixpath.normpath(p) for p in value if isinstance(p, str)}))
+
+
+def _require_member(user: AbstractBaseUser, team: Team) -> None:
+    if not is_platform_admin(user) and membership_of(user, team) is None:
+        raise NotFoundError(_("Team not found."))
+
+
+def _require_admin(user: AbstractBaseUser) -> None:
+    if not is_platform_admin(user):
+        raise ApplicationError(
+            _("Only platform admins decide verifications."), status_code=403
+        )
+
+
+def _involved_clusters(match: SelectorMatch, cluster: Cluster) -> set[str]:
+    names = {cluster.name} | set(match.clusters)
+    for _condition, reached in match.condition_clusters:
+        names |= reached
+    return names
+
+
+def _node_snapshot(node: MatchedNode) -> dict[str, Any]:
+    return {**node_ref(node), "gpu": node.gpu, "devices": dict(node.devices),
+            "ready": node.ready}
+
+
+def _snapshot(match: SelectorMatch, cluster: Cluster,
+              generations: Mapping[str, int]) -> dict[str, Any]:
+    involved = _involved_clusters(match, cluster)
+    return {
+        "matches": [_node_snapshot(n) for n in match.nodes],
+        "match_signature": [list(pair) for pair in match.signature()],
+        "inventory_generations": {
+            name: generations[name] for name in sorted(involved) if name in generations
+        },
+    }
+
+
+def _generations() -> dict[str, int]:
+    return dict(Cluster.objects.values_list("name", "generation"))
+
+
+def _lock_combination(team: Team, cluster: Cluster, key: str) -> None:
+    """Serialise requests for one combination so two at once cannot both create a row."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+            [f"verification:{team.pk}:{cluster.pk}:{key}"],
+        )
+
+
+def _asks_of(verification: Verification) -> Asks:
+    return Asks(
+        for_header_role=verification.for_header_role,
+        gpu=verification.requested_gpu,
+        devices=tuple(sorted(verification.requested_devices.items())),
+        host_paths=tuple(verification.requested_host_paths),
+    )
+
+
+def _widen(verification: Verification, asks: Asks, note: str) -> None:
+    merged = asks.merged(_asks_of(verification))
+    verification.for_header_role = merged.for_header_role
+    verification.requested_gpu = merged.gpu
+    verification.requested_devices = dict(merged.devices)
+    verification.requested_host_paths = list(merged.host_paths)
+    if note and note not in verification.request_note:
+        verification.request_note = "\n".join(p for p in (verification.request_note, note) if p)
+    verification.save(update_fields=[
+        "for_header_role", "requested_gpu", "requested_devices", "requested_host_paths",
+        "request_note",
+    ])
+
+
+def _reuse(existing: Verification, asks: Asks, note: str) -> RequestOutcome | None:
+    """Answer the request with an open one, widening a pending one's asks if needed."""
+    if asks.covered_by(_asks_of(existing)):
+        return RequestOutcome(existing, reused=True)
+    if existing.state == VerificationState.PENDING:
+        _widen(existing, asks, note)
+        return RequestOutcome(existing, reused=True, updated=True)
+    return None
+
+
+def verification_request_outcome(
+    *, team: Team, user: AbstractBaseUser, cluster: Cluster, selector: Mapping[str, str],
+    for_header_role: bool = False, requested_gpu: int | None = None,
+    requested_devices: Mapping[str, int] | None = None,
+    requested_host_paths: Sequence[str] | None = None, note: str = "",
+) -> RequestOutcome:
+    """Request verification of (cluster, selector) for `team`, or reuse the open one.
+
+    The global matches are computed at once and stored with the inventory generations of every
+    cluster involved. An open (pending or approved) request for the exact same combination
+    that already asks for everything asked here is returned instead of a new one; a pending
+    one that asks for less is widened. An approval that does not cover the new asks leads to a
+    new pending request carrying the approval's asks plus the new ones.
+    """
+    _require_member(user, team)
+    clean = parse_selector_input(dict(selector))
+    asks = Asks(
+        for_header_role=bool(for_header_role),
+        gpu=_count(requested_gpu, code="gpu.invalid", field="requested_gpu"),
+        devices=_devices(requested_devices, field="requested_devices"),
+        host_paths=_host_paths(requested_host_paths, field="requested_host_paths"),
+    )
+    key = selector_key_text(clean)
+    with transaction.atomic():
+        _lock_combination(team, cluster, key)
+        open_requests = Verification.objects.filter(
+            team=team, cluster=cluster, selector_key=key, state__in=OPEN_STATES
+        ).order_by("-created_at", "-id")
+        for existing in open_requests:
+            outcome = _reuse(existing, asks, note)
+            if outcome is not None:
+                return outcome
+            asks = asks.merged(_asks_of(existing))
+        generations = _generations()
+        match = match_selector(clean)
+        verification = Verification.objects.create(
+            team=team, cluster=cluster, selector=clean, selector_key=key,
+            for_header_role=asks.for_header_role, requested_gpu=asks.gpu,
+            requested_devices=dict(asks.devices), requested_host_paths=list(asks.host_paths),
+            request_note=note, requested_by=user, **_snapshot(match, cluster, generations),
+        )
+    return RequestOutcome(verification, reused=False)
+
+
+def verification_request(
+    *, team: Team, user: AbstractBaseUser, cluster: Cluster, selector: Mapping[str, str],
+    for_header_role: bool = False, requested_gpu: int | None = None,
+    requested_devices: Mapping[str, int] | None = None,
+    requested_host_paths: Sequence[str] | None = None, note: str = "",
+) -> Verification:
+    """`verification_request_outcome` without saying whether the request was reused."""
+    return verification_request_outcome(
+        team=team, user=user, cluster=cluster, selector=selector,
+        for_header_role=for_header_role, requested_gpu=requested_gpu,
+        requested_devices=requested_devices, requested_host_paths=requested_host_paths,
+        note=note,
+    ).verification
+
+
+def _decision_conflict(verification_id: int) -> ApplicationError:
+    current = (
+        Verification.objects.filter(id=verification_id)
+        .select_related("decided_by").first()
+    )
+    if current is None:
+        return NotFoundError(_("Verification not found."))
+    decider = current.decided_by.get_username() if current.decided_by else None
+    return ApplicationError(
+        _("This request is already %(state)s; only a pending request can be decided.")
+        % {"state": current.get_state_display()},
+        extra={"state": current.state, "decided_by": decider,
+               "decided_at": current.decided_at.isoformat() if current.decided_at else None},
+        status_code=409,
+    )
+
+
+def _decide(verification_id: int, admin: AbstractBaseUser, **changes: Any) -> Verification:
+    """Claim the pending request with a conditional UPDATE: exactly one decision wins."""
+    with transaction.atomic():
+        claimed = Verification.objects.filter(
+            id=verification_id, state=VerificationState.PENDING
+        ).update(decided_by=admin, decided_at=timezone.now(), **changes)
+        if not claimed:
+            raise _decision_conflict(verification_id)
+    return Verification.objects.get(id=verification_id)
+
+
+def verification_approve(
+    *, verification_id: int, admin: AbstractBaseUser, note: str = "",
+    confirm_gpu: int | None = None, confirm_devices: Mapping[str, int] | None = None,
+    confirm_host_paths: Sequence[str] | None = None,
+) -> Verification:
+    """Approve a pending request, optionally confirming GPU/device capacity and host paths
+    for the matched nodes. 409 when it is no longer pending (another admin decided first)."""
+    _require_admin(admin)
+    return _decide(
+        verification_id, admin, state=VerificationState.APPROVED, decision_note=note.strip(),
+        confirmed_gpu=_count(confirm_gpu, code="gpu.invalid", field="confirm_gpu"),
+        confirmed_devices=dict(_devices(confirm_devices, field="confirm_devices")),
+        confirmed_host_paths=list(_host_paths(confirm_host_paths, field="confirm_host_paths")),
+    )
+
+
+def verification_reject(*, verification_id: int, admin: AbstractBaseUser,
+                        note: str) -> Verification:
+    """Reject a pending request; the note (required) tells the team why."""
+    _require_admin(admin)
+    if not note.strip():
+        raise ApplicationError(
+            _("Say why the request is rejected."), extra={"field": "note"}, status_code=400
+        )
+    return _decide(
+        verification_id, admin, state=VerificationState.REJECTED, decision_note=note.strip()
+    )
+
+
+def _drift(verification: Verification, match: SelectorMatch) -> dict[str, list[dict[str, Any]]]:
+    before = {(m["cluster"], m["name"]): m for m in verification.matches}
+    now = {(n.cluster, n.name): n for n in match.nodes}
+    return {
+        "added": [node_ref(now[k]) for k in sorted(now.keys() - before.keys())],
+        "removed": [
+            {"cluster": before[k]["cluster"], "name": before[k]["name"],
+             "namespace": before[k].get("namespace", "")}
+            for k in sorted(before.keys() - now.keys())
+        ],
+    }
+
+
+def _touching(cluster: Cluster) -> Q:
+    """Open verifications whose snapshot or whose selector today involves `cluster`."""
+    matches_here = Node.objects.filter(
+        cluster=cluster, gone=False, labels__contains=OuterRef("selector")
+    )
+    return (
+        Q(cluster=cluster)
+        | Q(inventory_generations__has_key=cluster.name)
+        | Q(Exists(matches_here))
+    )
+
+
+def verifications_follow_inventory(*, cluster: Cluster) -> list[int]:
+    """Recompute the open verifications an inventory change of `cluster` may affect.
+
+    An approval whose matched node set changed becomes stale, with the drift recorded; a
+    pending request gets the current matches so the admin decides on today's inventory.
+    Returns the ids of the approvals made stale.
+    """
+    now = timezone.now()
+    generations = _generations()
+    stale: list[int] = []
+    with transaction.atomic():
+        candidates = list(
+            Verification.objects.select_for_update()
+            .filter(_touching(cluster), state__in=OPEN_STATES)
+            .select_related("cluster")
+        )
+        matches = match_many(v.selector for v in candidates)
+        for verification in candidates:
+            match = matches[tuple(sorted(verification.selector.items()))]
+            if [list(p) for p in match.signature()] == verification.match_signature:
+                continue
+            if verification.state == VerificationState.APPROVED:
+                verification.state = VerificationState.STALE
+                verification.stale_at = now
+                verification.drift = _drift(verification, match)
+                verification.save(update_fields=["state", "stale_at", "drift"])
+                stale.append(verification.pk)
+            else:
+                for field, value in _snapshot(match, verification.cluster, generations).items():
+                    setattr(verification, field, value)
+                verification.save(
+                    update_fields=["matches", "match_signature", "inventory_generations"]
+                )
+    return stale
