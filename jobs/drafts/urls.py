@@ -1,3 +1,8 @@
-from django.urls import URLPattern, URLResolver
+from django.urls import URLPattern, URLResolver, path
 
-urlpatterns: list[URLPattern | URLResolver] = []
+from jobs.drafts import views
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("ssh-keys/", views.ssh_keys, name="ssh-keys"),
+    path("ssh-keys/<int:pk>/delete/", views.ssh_key_delete_view, name="ssh-key-delete"),
+]

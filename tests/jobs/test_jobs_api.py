@@ -243,7 +243,9 @@ def test_another_teams_job_answers_404_everywhere(
     assert Job.objects.get(name="ppo-math-7b").run_script == BODY["run_script"]
 
 
-def test_creating_in_a_team_the_user_is_not_in_answers_404(api: APIClient, other_team: Team) -> None:
+def test_creating_in_a_team_the_user_is_not_in_answers_404(
+    api: APIClient, other_team: Team
+) -> None:
     response = api.post(JOBS, body(team="nlp-rl"), format="json")
     assert response.status_code == 404
     assert not Job.objects.exists()

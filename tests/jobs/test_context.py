@@ -1,0 +1,169 @@
+"""jobs.context: the one path from stored drafts to the engine's inputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric import ed25519
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from clusters.models import Cluster, ClusterJob, NetworkDomain, Node
+from jobs.context import check_context_for, evaluate, name_findings, spec_from_job
+from jobs.drafts.selectors import job_get_for_user
+from jobs.drafts.services import job_create, ssh_key_create
+from jobs.models import Job, JobState
+from jobs.spec import EnvVar, Mount, ResourcePair
+from rlark_site.tenancy.models import Team
+from tests.factories import load_fleet_rows
+
+pytestmark = pytest.mark.django_db
+
+ROLES = [
+    {"name": "Actor", "cluster": "gpu-a",
+     "selector": {"kubernetes.io/hostname": "a-head-01", "topology.rlinf.io/cluster": "gpu-a"}},
+    {"name": "Rollout", "cluster": "gpu-a",
+     "selector": {"rlinf.io/pool": "a100-a", "topology.rlinf.io/cluster": "gpu-a"}},
+    {"name": "Environment", "cluster": "cpu-c", "selector": {"rlinf.io/pool": "env-c"}},
+]
+# evaluate(job) for a job fetched by job_get_for_user: SSH keys twice, the name twice,
+# three for the clusters, one for network domains, the verifications; clusters.matching
+# takes at most three per distinct selector.
+FIXED_QUERIES = 10
+PER_SELECTOR_QUERIES = 3
+
+
+def public_key(comment: str = "") -> str:
+    key = ed25519.Ed25519PrivateKey.generate().public_key()
+    line = key.public_bytes(Encoding.OpenSSH, PublicFormat.OpenSSH).decode()
+    return f"{line} {comment}".strip()
+
+
+@pytest.fixture(autouse=True)
+def fleet(db: None) -> list[Cluster]:
+    return load_fleet_rows()
+
+
+def make_job(team: Team, user: Any, name: str = "ppo", **data: Any) -> Job:
+    return job_create(team=team, user=user, data={"name": name, "roles": ROLES, **data})
+
+
+def test_spec_keeps_values_as_typed_and_resolves_ssh_keys(team: Team, owner: Any) -> None:
+    line = public_key("alice@laptop")
+    ssh_key_create(team=team, user=owner, name="alice", public_key=line)
+    role = {"name": "Odd", "cluster": "gpu-a", "gpus": "eight",
+            "selector": [["a", "1"], ["a", "2"]], "devices": {"rlinf.io/rdma": "two"},
+            "cpu": {"request": 2, "limit": "4"}, "env": [{"name": "X", "value": "1"}],
+            "mounts": [{"kind": "object_storage", "storage_class": "s3-fuse",
+                        "target": "/mnt/c", "size": "10Gi"}]}
+    job = make_job(team, owner, roles=[role], ssh_keys=["alice", "bob"])
+    spec = spec_from_job(job)
+    (r,) = spec.roles
+    assert r.gpus == "eight"
+    assert r.selector == (("a", "1"), ("a", "2"))
+    assert r.devices == (("rlinf.io/rdma", "two"),)
+    assert r.cpu == ResourcePair(request="2", limit="4")
+    assert r.env == (EnvVar(name="X", value="1"),)
+    assert r.mounts == (Mount(kind="object_storage", target="/mnt/c", storage_class="s3-fuse",
+                              size="10Gi"),)
+    assert spec.ssh_keys == (line,)
+    assert spec.team == "vision-rl"
+    ctx = check_context_for(spec, team=team, exclude_job_id=job.pk, ssh_key_names=["alice", "bob"])
+    assert ctx.unknown_ssh_key_names == ("bob",)
+    assert ctx.known_ssh_key_names == {"alice"}
+
+
+def test_cluster_facts_list_storage_classes_and_devices_of_present_nodes(
+    team: Team, owner: Any
+) -> None:
+    Node.objects.filter(cluster__name="cpu-c").exclude(name="c-env-01").update(gone=True)
+    Node.objects.filter(name="c-env-01").update(devices={"rlinf.io/sim-license": 2,
+                                                         "example.com/other": 1})
+    Node.objects.create(cluster=Cluster.objects.get(name="cpu-c"), name="c-gone",
+                        namespace="rl-cpu-c", devices={"rlinf.io/old": 1}, gone=True)
+    ctx = check_context_for(spec_from_job(make_job(team, owner)), team=team)
+    assert set(ctx.clusters) == {"gpu-a", "cpu-c"}
+    assert ctx.clusters["gpu-a"].namespace == "rl-gpu-a"
+    assert ctx.clusters["gpu-a"].storage_classes == {"s3-fuse", "local-nvme"}
+    assert ctx.clusters["gpu-a"].device_names == {"rlinf.io/rdma"}
+    assert ctx.clusters["cpu-c"].device_names == {"rlinf.io/sim-license"}
+
+
+def test_matches_and_network_domains_are_loaded(team: Team, owner: Any) -> None:
+    domain = NetworkDomain.objects.create(name="a-to-c")
+    domain.clusters.set(Cluster.objects.filter(name__in=["gpu-a", "cpu-c"]))
+    NetworkDomain.objects.create(name="empty")
+    ctx = check_context_for(spec_from_job(make_job(team, owner)), team=team)
+    assert ctx.match_for(ROLES[1]["selector"]).count == 12
+    assert ctx.match_for(ROLES[0]["selector"]).count == 1
+    assert ctx.network_domains == {"a-to-c": {"gpu-a", "cpu-c"}, "empty": frozenset()}
+
+
+def test_a_name_is_taken_by_another_job_or_a_foreign_cluster_job(
+    team: Team, owner: Any
+) -> None:
+    job = make_job(team, owner, name="mine")
+    spec = spec_from_job(job)
+    assert check_context_for(spec, team=team, exclude_job_id=job.pk).taken_names == frozenset()
+    assert check_context_for(spec, team=team).taken_names == {"mine"}  # as seen by a new draft
+    gpu_a = Cluster.objects.get(name="gpu-a")
+    remote = ClusterJob.objects.create(cluster=gpu_a, namespace="rl-gpu-a", name="mine")
+    assert check_context_for(spec, team=team, exclude_job_id=job.pk).taken_names == {"mine"}
+    Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING, cluster="gpu-a",
+                                         namespace="rl-gpu-a")
+    assert check_context_for(spec, team=team, exclude_job_id=job.pk).taken_names == frozenset()
+    remote.namespace = "elsewhere"
+    remote.save()
+    assert check_context_for(spec, team=team, exclude_job_id=job.pk).taken_names == {"mine"}
+
+
+def test_name_findings_speak_the_engines_codes() -> None:
+    assert [f.code for f in name_findings("ok-name", taken=True)] == ["job.name.taken"]
+    assert name_findings("ok-name", taken=False) == []
+    assert [f.code for f in name_findings("Bad Name", taken=True)] == [
+        "job.name.invalid", "job.name.taken"]
+
+
+def test_evaluate_runs_the_engine(team: Team, owner: Any) -> None:
+    make_job(team, owner, header_role="Actor")
+    evaluation = evaluate(job_get_for_user(owner, "ppo"))
+    spec, ctx, findings = evaluation
+    assert spec.name == "ppo" and ctx.clusters
+    assert evaluation.has_errors
+    assert {"selector.unverified", "run_script.empty"} <= {f.code for f in findings}
+
+
+def _evaluate_queries(user: Any, name: str) -> int:
+    job = job_get_for_user(user, name)
+    with CaptureQueriesContext(connection) as queries:
+        evaluate(job)
+    return len(queries)
+
+
+def test_query_count_does_not_grow_with_jobs_or_nodes(
+    team: Team, owner: Any, django_assert_max_num_queries: Any
+) -> None:
+    make_job(team, owner, ssh_keys=["nobody"])
+    bound = FIXED_QUERIES + PER_SELECTOR_QUERIES * len(ROLES)
+    with django_assert_max_num_queries(bound):
+        evaluate(job_get_for_user(owner, "ppo"))
+    before = _evaluate_queries(owner, "ppo")
+
+    for i in range(60):
+        make_job(team, owner, name=f"filler-{i}")
+    cluster = Cluster.objects.get(name="gpu-a")
+    Node.objects.bulk_create(
+        Node(cluster=cluster, name=f"extra-{i:04d}", namespace="rl-gpu-a",
+             labels={"rlinf.io/pool": "a100-a", "topology.rlinf.io/cluster": "gpu-a"},
+             gpu=8, devices={"rlinf.io/rdma": 4, f"rlinf.io/dev-{i}": 1})
+        for i in range(500)
+    )
+    ClusterJob.objects.bulk_create(
+        ClusterJob(cluster=cluster, namespace="rl-gpu-a", name=f"remote-{i}") for i in range(200)
+    )
+    with django_assert_max_num_queries(bound):
+        evaluation = evaluate(job_get_for_user(owner, "ppo"))
+    assert evaluation.ctx.match_for(ROLES[1]["selector"]).count == 512
+    assert _evaluate_queries(owner, "ppo") == before
