@@ -27,6 +27,7 @@ from clusters.k8s.jobs import (
     get_job,
     list_jobs,
 )
+from clusters.k8s.kubeconfig import credentials_from_kubeconfig
 from clusters.k8s.nodes import NodeInfo, is_tracked_resource, iter_node_pages, parse_count
 from clusters.k8s.retry import backoff_delays
 from clusters.k8s.storage import list_storage_classes
@@ -52,6 +53,7 @@ __all__ = [
     "backoff_delays",
     "close_clients",
     "create_job",
+    "credentials_from_kubeconfig",
     "delete_job",
     "get_job",
     "is_tracked_resource",

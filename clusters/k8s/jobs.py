@@ -29,7 +29,6 @@ JOB_API_VERSION = f"{JOB_GROUP}/{JOB_VERSION}"
 JOB_KIND = "Job"
 
 
-
 def _custom_objects(credentials: Credentials) -> k8s.CustomObjectsApi:
     return k8s.CustomObjectsApi(api_client_for(credentials))
 

@@ -14,6 +14,13 @@ from clusters.simulator.schema import DEFAULT_CRD_PATH, REPOSITORY_ROOT
 from clusters.simulator.server import DEFAULT_HOST, READY_PREFIX, start_simulator
 
 
+def _seconds(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must not be negative")
+    return value
+
+
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m clusters.simulator",
@@ -25,7 +32,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--host", default=DEFAULT_HOST, help="bind address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8700, help="0 picks a free port")
     parser.add_argument(
-        "--tick", type=float, default=2.0, help="controller interval in seconds; 0 disables it"
+        "--tick", type=_seconds, default=2.0, help="controller interval in seconds; 0 disables it"
     )
     parser.add_argument("--crd", type=Path, default=DEFAULT_CRD_PATH, help="Job CRD to validate")
     parser.add_argument("--verbose", action="store_true", help="log every request to stderr")
@@ -48,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
             crd_path=arguments.crd,
             verbose=arguments.verbose,
         )
-    except OSError as error:
+    except (OSError, OverflowError) as error:
         print(f"cannot listen on {arguments.host}:{arguments.port}: {error}", file=sys.stderr)
         return 1
     stop = threading.Event()

@@ -28,6 +28,9 @@ DEFAULT_CRD_PATH = REPOSITORY_ROOT / "deploy" / "crds" / "rlinf.io_jobs.yaml"
 _PRESERVE = "x-kubernetes-preserve-unknown-fields"
 _EMBEDDED = "x-kubernetes-embedded-resource"
 _ROOT_KEPT = ("apiVersion", "kind", "metadata")
+_SCHEMA_MAPS = ("properties", "patternProperties", "definitions")
+_SCHEMA_LISTS = ("allOf", "anyOf", "oneOf")
+_SCHEMA_VALUES = ("items", "additionalProperties", "not")
 _REQUIRED_MESSAGE = re.compile(r"^'(?P<name>.+)' is a required property$")
 
 FALLBACK_SCHEMA: dict[str, Any] = {
@@ -167,19 +170,25 @@ def _duplicates(value: Any, schema: dict[str, Any], path: str) -> list[Cause]:
 
 def _to_json_schema(schema: Any) -> Any:
     """OpenAPI v3 (structural) schema to JSON Schema draft 4: drop x-kubernetes-*, map nullable."""
-    if isinstance(schema, list):
-        return [_to_json_schema(item) for item in schema]
     if not isinstance(schema, dict):
         return schema
-    converted = {
-        key: (value if key in ("enum", "default", "example") else _to_json_schema(value))
-        for key, value in schema.items()
-        if not key.startswith("x-kubernetes-") and key != "nullable"
-    }
-    if schema.get("nullable") is True and isinstance(converted.get("type"), str):
-        converted["type"] = [converted["type"], "null"]
-    if "enum" in converted and schema.get("nullable") is True:
-        converted["enum"] = [*converted["enum"], None]
+    converted: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key.startswith("x-kubernetes-") or key == "nullable":
+            continue
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            converted[key] = {name: _to_json_schema(child) for name, child in value.items()}
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            converted[key] = [_to_json_schema(child) for child in value]
+        elif key in _SCHEMA_VALUES:
+            converted[key] = _to_json_schema(value)
+        else:
+            converted[key] = value
+    if schema.get("nullable") is True:
+        if isinstance(converted.get("type"), str):
+            converted["type"] = [converted["type"], "null"]
+        if "enum" in converted:
+            converted["enum"] = [*converted["enum"], None]
     return converted
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import random
 import socket
 import threading
@@ -421,3 +422,64 @@ def test_concurrent_calls_share_clients_safely(gpu_a: k8s.Credentials) -> None:
 
     assert errors == []
     assert results == [["local-nvme", "s3-fuse"]] * 40
+
+
+# Kubeconfig
+
+PEM = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"
+
+
+def _kubeconfig(path: Path, server: str, user: dict[str, str]) -> Path:
+    document = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "sim",
+        "clusters": [
+            {
+                "name": "gpu-a",
+                "cluster": {
+                    "server": server,
+                    "certificate-authority-data": base64.b64encode(PEM.encode()).decode(),
+                },
+            }
+        ],
+        "users": [{"name": "robot", "user": user}],
+        "contexts": [{"name": "sim", "context": {"cluster": "gpu-a", "user": "robot"}}],
+    }
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def test_credentials_from_kubeconfig_reach_the_cluster(
+    sim: InProcessSimulator, tmp_path: Path
+) -> None:
+    user = {"token": "demo-token-gpu-a"}
+    path = _kubeconfig(tmp_path / "config", sim.cluster_url("gpu-a"), user)
+
+    credentials = k8s.credentials_from_kubeconfig(path=path, context="sim")
+
+    assert credentials == k8s.Credentials(
+        api_url=sim.cluster_url("gpu-a"), token="demo-token-gpu-a"
+    )
+    assert k8s.list_storage_classes(credentials=credentials) == ["local-nvme", "s3-fuse"]
+
+
+def test_credentials_from_kubeconfig_carry_the_ca_of_https_servers(tmp_path: Path) -> None:
+    path = _kubeconfig(tmp_path / "config", "https://k8s.example.com:6443", {"token": "t"})
+
+    credentials = k8s.credentials_from_kubeconfig(path=path)
+
+    assert (credentials.api_url, credentials.ca_cert, credentials.verify_tls) == (
+        "https://k8s.example.com:6443",
+        PEM,
+        True,
+    )
+
+
+def test_kubeconfig_client_certificates_are_refused(tmp_path: Path) -> None:
+    key = base64.b64encode(b"not really a key").decode()
+    user = {"client-certificate-data": key, "client-key-data": key}
+    path = _kubeconfig(tmp_path / "config", "https://k8s.example.com:6443", user)
+
+    with pytest.raises(ValueError, match="client-certificate"):
+        k8s.credentials_from_kubeconfig(path=path)

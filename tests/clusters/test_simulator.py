@@ -437,6 +437,17 @@ def test_unknown_fields_are_pruned_with_a_warning(sim: InProcessSimulator) -> No
     ]
 
 
+def test_nulls_are_kept_only_where_the_schema_allows_them(gpu_a: k8s.Credentials) -> None:
+    body = job_body("ppo", tasks=[task_body("actor", replicas=1, selector=POOL)])
+    body["spec"]["networkDomain"] = None
+    body["spec"]["tasks"][0]["head"] = None
+
+    created = k8s.create_job(credentials=gpu_a, namespace=NS, body=body)
+
+    assert created["spec"]["networkDomain"] is None
+    assert created["spec"]["tasks"][0]["head"] is False
+
+
 def test_strict_field_validation_rejects_unknown_fields(sim: InProcessSimulator) -> None:
     body = job_body("ppo", tasks=[task_body("actor", replicas=1, selector=POOL)])
     body["spec"]["surprise"] = True
