@@ -19,6 +19,7 @@ from django.utils.translation import gettext
 
 from clusters.matching import match_many
 from clusters.models import Cluster, ClusterJob, NetworkDomain, StorageClass
+from clusters.verifications.services import verification_views
 from jobs.findings import check, has_errors
 from jobs.models import Job, JobState, Role, SSHKey
 from jobs.spec import (
@@ -284,11 +285,8 @@ def name_findings(name: str, *, taken: bool) -> list[Finding]:
 def _verifications_for(
     team: Team, pairs: Iterable[VerificationKey]
 ) -> dict[VerificationKey, VerificationView]:
-    """The team's newest verification for each (cluster, selector key) pair.
-
-    Empty until `clusters.verifications.services.verification_views` is available.
-    """
-    return {}
+    """The team's relevant verification for each (cluster, selector key) pair (one query)."""
+    return verification_views(team, pairs)
 
 
 def _verification_pairs(spec: JobSpec) -> list[VerificationKey]:
