@@ -19,12 +19,15 @@ def audit_events(
     objects: Iterable[tuple[str, Any]] | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
+    team_ids: Iterable[int] | None = None,
+    team_slugs: Iterable[str] | None = None,
 ) -> QuerySet[Events]:
     """Events newest first.
 
     `objects` are (model label, primary key) pairs such as ("jobs.Job", 3); `model` is a model
     label ("jobs.Job") or its lower-cased name ("job"). A team filter keeps events of rows that
-    belong to the team, or that were made while the user worked in that team.
+    belong to the team, or that were made while the user worked in that team; `team_ids` /
+    `team_slugs` do the same for several teams at once (any of them).
     """
     events = Events.objects.all()
     if objects is not None:
@@ -32,12 +35,15 @@ def audit_events(
         for label, pk in objects:
             refs |= Q(pgh_obj_model=label, pgh_obj_id=str(pk))
         events = events.filter(refs)
-    if team_id is not None or team_slug is not None:
+    ids = [*([team_id] if team_id is not None else []), *(team_ids or [])]
+    slugs = [*([team_slug] if team_slug is not None else []), *(team_slugs or [])]
+    scoped = (team_id, team_slug, team_ids, team_slugs)
+    if any(value is not None for value in scoped):
         scope = Q(pk__in=[])
-        if team_id is not None:
-            scope |= Q(pgh_data__team_id=team_id) | Q(pgh_data__team=team_id)
-        if team_slug is not None:
-            scope |= Q(pgh_context__team=team_slug)
+        for one_id in ids:
+            scope |= Q(pgh_data__team_id=one_id) | Q(pgh_data__team=one_id)
+        for slug in slugs:
+            scope |= Q(pgh_context__team=slug)
         events = events.filter(scope)
     if actor_id is not None:
         events = events.filter(pgh_context__user=actor_id)

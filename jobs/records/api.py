@@ -1,0 +1,292 @@
+"""REST API: launch lists, deployment parameters, submit/cancel/first-run check, run records,
+audit events (SPEC 12). Views check shape, call one service or selector, and render.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from django.utils.translation import gettext as _
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from pghistory.models import Events
+from rest_framework import generics, serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from jobs.drafts.selectors import job_get_for_user, team_for_user
+from jobs.models import DeploymentParameters, JobState, LaunchList, RunRecord
+from jobs.records import selectors, services
+from jobs.records.checklist import ANSWERS, CHECKLIST
+from jobs.records.serializers import (
+    AuditEventSerializer,
+    CloneSerializer,
+    DeploymentParametersInSerializer,
+    DeploymentParametersSerializer,
+    FillFromJobSerializer,
+    FirstRunCheckInSerializer,
+    FirstRunCheckSerializer,
+    LaunchListInSerializer,
+    LaunchListSerializer,
+    RunRecordChainSerializer,
+    RunRecordSummarySerializer,
+    SubmitAcceptedSerializer,
+    errors_detail,
+)
+from rlark_site.exceptions import ApplicationError
+
+_NOT_FOUND = OpenApiResponse(description="missing, or another team's")
+_TEAM_PARAM = OpenApiParameter("team", str, description="team slug (default: all your teams)")
+
+
+def _validated(serializer: serializers.Serializer) -> dict[str, Any]:
+    if not serializer.is_valid():
+        problem = errors_detail(serializer.errors)
+        raise ApplicationError(
+            _("Malformed request body: %(problem)s") % {"problem": problem},
+            extra={"errors": serializer.errors},
+        )
+    data: dict[str, Any] = serializer.validated_data
+    return data
+
+
+def _team_filter(request: Request) -> Any:
+    slug = request.query_params.get("team")
+    return team_for_user(request.user, slug) if slug else None
+
+
+# --- launch lists -----------------------------------------------------------------------------
+
+
+class LaunchListsView(generics.ListAPIView):
+    serializer_class = LaunchListSerializer
+
+    def get_queryset(self) -> QuerySet[LaunchList]:
+        return selectors.launch_lists_for_user(self.request.user, team=_team_filter(self.request))
+
+    @extend_schema(parameters=[_TEAM_PARAM])
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    @extend_schema(request=LaunchListInSerializer, responses={201: LaunchListSerializer})
+    def post(self, request: Request) -> Response:
+        data = _validated(LaunchListInSerializer(data=request.data))
+        team = team_for_user(request.user, data.pop("team", None))
+        launch_list = services.launch_list_create(team=team, user=request.user, fields=data)
+        return Response(LaunchListSerializer(launch_list).data, status=status.HTTP_201_CREATED)
+
+
+class LaunchListDetailView(APIView):
+    @extend_schema(responses={200: LaunchListSerializer, 404: _NOT_FOUND})
+    def get(self, request: Request, pk: int) -> Response:
+        launch_list = selectors.launch_list_get_for_user(request.user, pk)
+        return Response(LaunchListSerializer(launch_list).data)
+
+    @extend_schema(request=LaunchListInSerializer, responses={200: LaunchListSerializer})
+    def patch(self, request: Request, pk: int) -> Response:
+        launch_list = selectors.launch_list_get_for_user(request.user, pk)
+        data = _validated(LaunchListInSerializer(data=request.data, partial=True))
+        data.pop("team", None)
+        updated = services.launch_list_update(
+            launch_list=launch_list, user=request.user, fields=data
+        )
+        return Response(LaunchListSerializer(updated).data)
+
+
+# --- deployment parameters --------------------------------------------------------------------
+
+
+class DeploymentParametersListView(generics.ListAPIView):
+    serializer_class = DeploymentParametersSerializer
+
+    def get_queryset(self) -> QuerySet[DeploymentParameters]:
+        return selectors.deployment_parameters_for_user(
+            self.request.user, team=_team_filter(self.request)
+        )
+
+    @extend_schema(parameters=[_TEAM_PARAM])
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    @extend_schema(request=DeploymentParametersInSerializer,
+                   responses={201: DeploymentParametersSerializer})
+    def post(self, request: Request) -> Response:
+        data = _validated(DeploymentParametersInSerializer(data=request.data))
+        team = team_for_user(request.user, data.pop("team", None))
+        parameters = services.deployment_parameters_create(
+            team=team, user=request.user, fields=data
+        )
+        return Response(
+            DeploymentParametersSerializer(parameters).data, status=status.HTTP_201_CREATED
+        )
+
+
+class DeploymentParametersDetailView(APIView):
+    @extend_schema(responses={200: DeploymentParametersSerializer, 404: _NOT_FOUND})
+    def get(self, request: Request, pk: int) -> Response:
+        parameters = selectors.deployment_parameters_get_for_user(request.user, pk)
+        return Response(DeploymentParametersSerializer(parameters).data)
+
+    @extend_schema(request=DeploymentParametersInSerializer,
+                   responses={200: DeploymentParametersSerializer})
+    def patch(self, request: Request, pk: int) -> Response:
+        parameters = selectors.deployment_parameters_get_for_user(request.user, pk)
+        data = _validated(DeploymentParametersInSerializer(data=request.data, partial=True))
+        data.pop("team", None)
+        updated = services.deployment_parameters_update(
+            parameters=parameters, user=request.user, fields=data
+        )
+        return Response(DeploymentParametersSerializer(updated).data)
+
+
+class FillFromJobView(APIView):
+    @extend_schema(request=FillFromJobSerializer,
+                   responses={200: DeploymentParametersSerializer, 404: _NOT_FOUND})
+    def post(self, request: Request, pk: int) -> Response:
+        parameters = selectors.deployment_parameters_get_for_user(request.user, pk)
+        data = _validated(FillFromJobSerializer(data=request.data))
+        job = job_get_for_user(request.user, data["job"])
+        updated = services.deployment_parameters_fill_from_job(
+            parameters=parameters, job=job, user=request.user
+        )
+        return Response(DeploymentParametersSerializer(updated).data)
+
+
+# --- lifecycle --------------------------------------------------------------------------------
+
+
+class JobSubmitView(APIView):
+    @extend_schema(
+        request=None,
+        responses={
+            202: SubmitAcceptedSerializer,
+            409: OpenApiResponse(description="already submitted"),
+            422: OpenApiResponse(description="{detail, findings}: an error-level finding remains"),
+            404: _NOT_FOUND,
+        },
+    )
+    def post(self, request: Request, name: str) -> Response:
+        job = job_get_for_user(request.user, name)
+        record = services.job_submit(job=job, user=request.user)
+        return Response(
+            {"state": JobState.QUEUED, "run_record": record.job_name},
+            status=status.HTTP_202_ACCEPTED,
+        )
+
+
+class JobCancelView(APIView):
+    @extend_schema(request=None, responses={200: SubmitAcceptedSerializer, 404: _NOT_FOUND,
+                                            409: OpenApiResponse(description="not cancellable")})
+    def post(self, request: Request, name: str) -> Response:
+        job = job_get_for_user(request.user, name)
+        record = services.job_cancel(job=job, user=request.user)
+        return Response({"state": JobState.CANCELLED, "run_record": record.job_name})
+
+
+class FirstRunCheckView(APIView):
+    @extend_schema(responses={200: FirstRunCheckSerializer(many=True), 404: _NOT_FOUND})
+    def get(self, request: Request, name: str) -> Response:
+        job = job_get_for_user(request.user, name)
+        record = RunRecord.objects.filter(job=job).first()
+        return Response({
+            "checks": selectors.first_run_checks_of(record) if record is not None else [],
+            "expected_signals": (
+                record.launch_list_snapshot.get("expected_signals", []) if record else []
+            ),
+            "checklist": [
+                {"code": item.code, "question": str(item.question), "hint": str(item.hint)}
+                for item in CHECKLIST
+            ],
+            "answers": {code: str(label) for code, label in ANSWERS.items()},
+        })
+
+    @extend_schema(request=FirstRunCheckInSerializer,
+                   responses={201: FirstRunCheckSerializer, 404: _NOT_FOUND,
+                              409: OpenApiResponse(description="not seen Running yet")})
+    def post(self, request: Request, name: str) -> Response:
+        job = job_get_for_user(request.user, name)
+        data = _validated(FirstRunCheckInSerializer(data=request.data))
+        check = services.first_run_check_record(job=job, user=request.user, **data)
+        body = {
+            "observed": check.observed, "evidence": check.evidence, "notes": check.notes,
+            "troubleshooting": check.troubleshooting,
+            "checked_by": request.user.get_username(), "checked_at": check.checked_at,
+        }
+        return Response(FirstRunCheckSerializer(body).data, status=status.HTTP_201_CREATED)
+
+
+# --- run records ------------------------------------------------------------------------------
+
+
+class RunRecordListView(generics.ListAPIView):
+    serializer_class = RunRecordSummarySerializer
+
+    def get_queryset(self) -> QuerySet[RunRecord]:
+        return selectors.run_records_for_user(
+            self.request.user, name_contains=self.request.query_params.get("name", "")
+        )
+
+    @extend_schema(parameters=[OpenApiParameter("name", str, description="job name contains")])
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+
+class RunRecordView(APIView):
+    @extend_schema(responses={200: RunRecordChainSerializer, 404: _NOT_FOUND})
+    def get(self, request: Request, name: str) -> Response:
+        record = selectors.run_record_get_for_user(request.user, name)
+        return Response(selectors.run_record_chain(record))
+
+
+class RunRecordCloneView(APIView):
+    @extend_schema(request=CloneSerializer,
+                   responses={201: OpenApiResponse(description="{name}: the new draft")})
+    def post(self, request: Request, name: str) -> Response:
+        record = selectors.run_record_get_for_user(request.user, name)
+        data = _validated(CloneSerializer(data=request.data))
+        job_get_for_user(request.user, record.job_name)  # admins read records, teams clone
+        job = services.run_record_clone(run_record=record, user=request.user, name=data["name"])
+        return Response({"name": job.name, "state": job.state}, status=status.HTTP_201_CREATED)
+
+
+class RunRecordDiffView(APIView):
+    @extend_schema(
+        parameters=[OpenApiParameter("against", str, required=True,
+                                     description="job name of another run record of the team")],
+        responses={200: OpenApiResponse(description="{diff}: unified diff of the frozen YAML")},
+    )
+    def get(self, request: Request, name: str) -> Response:
+        record = selectors.run_record_get_for_user(request.user, name)
+        against = request.query_params.get("against", "")
+        if not against:
+            raise ApplicationError(_("Name the run record to compare with: ?against=<job name>."))
+        other = selectors.other_run_record_for_diff(request.user, record, against)
+        return Response({
+            "from": other.job_name, "to": record.job_name,
+            "diff": selectors.manifest_diff(record, other),
+        })
+
+
+class AuditEventsView(generics.ListAPIView):
+    serializer_class = AuditEventSerializer
+
+    def get_queryset(self) -> QuerySet[Events]:
+        params = self.request.query_params
+        return selectors.audit_events_for_user(
+            self.request.user, job=params.get("job", ""), actor=params.get("actor", ""),
+            model=params.get("model", ""),
+        )
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        page = self.paginate_queryset(self.get_queryset())
+        rows = selectors.events_as_dicts(list(page or []))
+        return self.get_paginated_response(AuditEventSerializer(rows, many=True).data)
+
+    @extend_schema(parameters=[
+        OpenApiParameter("job", str, description="one job's whole trail"),
+        OpenApiParameter("actor", str, description="username or user id"),
+        OpenApiParameter("model", str, description='model label or name, e.g. "jobs.Job"'),
+    ])
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)

@@ -1,0 +1,60 @@
+"""Settings of submission and status sync, read through small functions (one place to look).
+
+A Django setting of the same name wins; otherwise the environment variable, otherwise the
+default. The environment path lets a worker process started for a test or a deployment be
+tuned without a settings module of its own.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from rlark_site.conf import env_float, env_int
+
+
+def _float(name: str, default: float) -> float:
+    value = getattr(settings, name, None)
+    return float(value) if value is not None else env_float(name, default)
+
+
+def _int(name: str, default: int) -> int:
+    value = getattr(settings, name, None)
+    return int(value) if value is not None else env_int(name, default)
+
+
+def kube_timeout() -> float:
+    """Seconds one call to a cluster may take."""
+    return _float("RLARK_KUBE_TIMEOUT", 10.0)
+
+
+def pending_deadline() -> float:
+    """Seconds a job may stay Pending before it is flagged."""
+    return _float("RLARK_PENDING_DEADLINE", 600.0)
+
+
+def submit_max_attempts() -> int:
+    """How many tries a submission gets before a transient failure becomes final."""
+    return max(1, _int("RLARK_SUBMIT_MAX_ATTEMPTS", 6))
+
+
+def submit_retry_base() -> float:
+    """The first retry pause in seconds; it doubles per try (with jitter) up to the cap."""
+    return max(0.0, _float("RLARK_SUBMIT_RETRY_BASE", 2.0))
+
+
+def submit_retry_cap() -> float:
+    return max(0.0, _float("RLARK_SUBMIT_RETRY_CAP", 60.0))
+
+
+def submit_lease() -> float:
+    """Seconds a worker owns a submission it claimed.
+
+    Longer than one try can take (two calls of `kube_timeout()` plus the bookkeeping), so a
+    live worker never loses its claim; after it, a crashed worker's claim can be taken over.
+    """
+    return max(_float("RLARK_SUBMIT_LEASE", 60.0), 2 * kube_timeout() + 1.0)
+
+
+def resume_grace() -> float:
+    """How long a queued record may wait for its message before it is sent again."""
+    return _float("RLARK_SUBMIT_RESUME_GRACE", 30.0)

@@ -1,0 +1,287 @@
+"""Reads of launch lists, deployment parameters, run records and their audit trail.
+
+Every read is scoped to the user's teams (platform admins also read run records and audit
+events); "missing" and "another team's" are the same 404.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db.models import Prefetch, Q, QuerySet
+from django.utils.translation import gettext as _
+from pghistory.models import Events
+
+from jobs.models import (
+    DeploymentParameters,
+    FirstRunCheck,
+    Job,
+    LaunchList,
+    RunRecord,
+    StatusChange,
+    SubmissionAttempt,
+)
+from rlark_site.audit.selectors import audit_events, event_as_dict
+from rlark_site.exceptions import NotFoundError
+from rlark_site.tenancy.access import (
+    access_team_object,
+    is_platform_admin,
+    scope_to_member_teams,
+    teams_for_user,
+)
+from rlark_site.tenancy.models import Team
+
+__all__ = [
+    "AUDIT_EVENTS_IN_CHAIN",
+    "audit_events_for_user",
+    "deployment_parameters_for_user",
+    "deployment_parameters_get_for_user",
+    "events_as_dicts",
+    "first_run_checks_of",
+    "job_audit_refs",
+    "launch_list_get_for_user",
+    "launch_lists_for_user",
+    "manifest_diff",
+    "other_run_record_for_diff",
+    "run_record_chain",
+    "run_record_get_for_user",
+    "run_records_for_user",
+]
+
+AUDIT_EVENTS_IN_CHAIN = 1000
+
+
+# --- launch lists and deployment parameters ---------------------------------------------------
+
+
+def launch_lists_for_user(user: Any, *, team: Team | None = None) -> QuerySet[LaunchList]:
+    lists = scope_to_member_teams(
+        LaunchList.objects.select_related("team", "created_by", "deployment_parameters"), user
+    )
+    if team is not None:
+        lists = lists.filter(team=team)
+    return lists.prefetch_related("jobs").order_by("-updated_at", "-id")
+
+
+def launch_list_get_for_user(user: Any, pk: int) -> LaunchList:
+    return access_team_object(
+        LaunchList.objects.select_related("team", "created_by", "deployment_parameters"),
+        user, pk=pk,
+    )
+
+
+def deployment_parameters_for_user(user: Any, *,
+                                   team: Team | None = None) -> QuerySet[DeploymentParameters]:
+    records = scope_to_member_teams(
+        DeploymentParameters.objects.select_related("team", "created_by", "launch_list"), user
+    )
+    if team is not None:
+        records = records.filter(team=team)
+    return records.prefetch_related("jobs", "verifications").order_by("-updated_at", "-id")
+
+
+def deployment_parameters_get_for_user(user: Any, pk: int) -> DeploymentParameters:
+    return access_team_object(
+        DeploymentParameters.objects.select_related("team", "created_by", "launch_list")
+        .prefetch_related("verifications__cluster"),
+        user, pk=pk,
+    )
+
+
+# --- run records ------------------------------------------------------------------------------
+
+
+def _records() -> QuerySet[RunRecord]:
+    return RunRecord.objects.select_related("team", "job", "frozen_by")
+
+
+def run_records_for_user(user: Any, *, name_contains: str = "") -> QuerySet[RunRecord]:
+    """The run records a user may read (admins: all), newest first, optionally by name."""
+    records = scope_to_member_teams(_records(), user, admins_see_all=True)
+    if name_contains:
+        records = records.filter(job_name__icontains=name_contains)
+    return records.order_by("-frozen_at", "-id")
+
+
+def run_record_get_for_user(user: Any, name: str) -> RunRecord:
+    """One run record by job name; 404 for anyone outside its team (admins read all)."""
+    return access_team_object(
+        _records().prefetch_related(
+            Prefetch("attempts", queryset=SubmissionAttempt.objects.order_by("number")),
+            Prefetch("status_changes",
+                     queryset=StatusChange.objects.order_by("observed_at", "id")),
+            Prefetch("first_run_checks",
+                     queryset=FirstRunCheck.objects.select_related("checked_by")
+                     .order_by("checked_at", "id")),
+        ),
+        user, admins_see_all=True, job_name=name,
+    )
+
+
+def _role_ids(job: Job) -> list[str]:
+    """Every role the job ever had (deleted ones included), from the audit trail itself."""
+    ids = set(
+        Events.objects.filter(pgh_obj_model="jobs.Role")
+        .filter(Q(pgh_data__job=job.pk) | Q(pgh_data__job_id=job.pk))
+        .values_list("pgh_obj_id", flat=True)
+    )
+    ids.update(str(pk) for pk in job.roles.values_list("pk", flat=True))
+    return sorted(ids)
+
+
+def job_audit_refs(job: Job, record: RunRecord | None = None) -> list[tuple[str, Any]]:
+    """(model label, pk) of everything a run's audit trail covers."""
+    refs: list[tuple[str, Any]] = [("jobs.Job", job.pk)]
+    refs += [("jobs.Role", pk) for pk in _role_ids(job)]
+    launch_lists = {job.launch_list_id}
+    parameters = {job.deployment_parameters_id}
+    if record is not None:
+        refs.append(("jobs.RunRecord", record.pk))
+        children = (
+            ("jobs.SubmissionAttempt", record.attempts),
+            ("jobs.StatusChange", record.status_changes),
+            ("jobs.FirstRunCheck", record.first_run_checks),
+        )
+        for label, manager in children:
+            refs += [(label, pk) for pk in manager.values_list("pk", flat=True)]
+        launch_lists.add(record.launch_list_snapshot.get("id"))
+        parameters.add(record.deployment_parameters_snapshot.get("id"))
+    refs += [("jobs.LaunchList", pk) for pk in sorted(x for x in launch_lists if x is not None)]
+    refs += [("jobs.DeploymentParameters", pk)
+             for pk in sorted(x for x in parameters if x is not None)]
+    return refs
+
+
+def _usernames(ids: set[Any]) -> dict[Any, str]:
+    users = get_user_model().objects.filter(pk__in=[i for i in ids if isinstance(i, int)])
+    return {user.pk: user.get_username() for user in users}
+
+
+def events_as_dicts(events: list[Events]) -> list[dict[str, Any]]:
+    """Events as plain data, with the actor's username beside the id."""
+    rows = [event_as_dict(event) for event in events]
+    names = _usernames({row["actor"] for row in rows})
+    for row in rows:
+        row["actor_username"] = names.get(row["actor"])
+    return rows
+
+
+def _attempt(attempt: SubmissionAttempt) -> dict[str, Any]:
+    return {
+        "number": attempt.number, "task_id": attempt.task_id, "outcome": attempt.outcome,
+        "http_status": attempt.http_status, "message": attempt.message,
+        "started_at": attempt.started_at, "finished_at": attempt.finished_at,
+    }
+
+
+def _status_change(change: StatusChange) -> dict[str, Any]:
+    return {"phase": change.phase, "reason": change.reason, "message": change.message,
+            "observed_at": change.observed_at}
+
+
+def _first_run_check(check: FirstRunCheck) -> dict[str, Any]:
+    return {
+        "observed": check.observed, "evidence": check.evidence, "notes": check.notes,
+        "troubleshooting": check.troubleshooting, "checked_by": check.checked_by.get_username(),
+        "checked_at": check.checked_at,
+    }
+
+
+def first_run_checks_of(record: RunRecord) -> list[dict[str, Any]]:
+    return [_first_run_check(check) for check in record.first_run_checks.all()]
+
+
+def _job_summary(job: Job, record: RunRecord) -> dict[str, Any]:
+    return {
+        "name": job.name, "team": record.team.slug, "state": job.state,
+        "cluster": record.cluster, "namespace": record.namespace,
+        "submitted_at": job.submitted_at, "pending_since": job.pending_since,
+        "pending_flagged": job.pending_flagged, "status_reason": job.status_reason,
+        "status_message": job.status_message,
+    }
+
+
+def run_record_chain(record: RunRecord) -> dict[str, Any]:
+    """The whole chain of one run, in order (SPEC 7): records, YAML, attempts, history, audit."""
+    events = list(
+        audit_events(objects=job_audit_refs(record.job, record))
+        .order_by("pgh_created_at", "pgh_slug")[:AUDIT_EVENTS_IN_CHAIN]
+    )
+    return {
+        "job": _job_summary(record.job, record),
+        "launch_list": record.launch_list_snapshot,
+        "deployment_parameters": record.deployment_parameters_snapshot,
+        "verifications": record.verifications_snapshot,
+        "manifest": {
+            "yaml": record.manifest_yaml, "sha256": record.manifest_sha256,
+            "frozen_at": record.frozen_at, "frozen_by": record.frozen_by.get_username(),
+            "findings_accepted": record.findings_snapshot,
+        },
+        "submission": {
+            "state": record.submission_state, "submitted_at": record.submitted_at,
+            "remote_uid": record.remote_uid, "failure_message": record.failure_message,
+            "cancelled_at": record.cancelled_at,
+            "attempts": [_attempt(a) for a in record.attempts.all()],
+        },
+        "status_history": [_status_change(c) for c in record.status_changes.all()],
+        "first_run_checks": first_run_checks_of(record),
+        "audit_events": events_as_dicts(events),
+    }
+
+
+def manifest_diff(record: RunRecord, other: RunRecord) -> str:
+    """Unified diff of `other`'s frozen YAML against `record`'s."""
+    lines = difflib.unified_diff(
+        other.manifest_yaml.splitlines(keepends=True),
+        record.manifest_yaml.splitlines(keepends=True),
+        fromfile=f"{other.job_name} ({other.manifest_sha256[:12]})",
+        tofile=f"{record.job_name} ({record.manifest_sha256[:12]})",
+    )
+    return "".join(lines)
+
+
+def other_run_record_for_diff(user: Any, record: RunRecord, name: str) -> RunRecord:
+    """A run record of the same team to compare with; 404 otherwise."""
+    other = run_record_get_for_user(user, name)
+    if other.team_id != record.team_id:
+        raise NotFoundError(_("Run record not found."))
+    return other
+
+
+# --- audit events -----------------------------------------------------------------------------
+
+
+def _actor_id(actor: str) -> int | None:
+    if actor.isdigit():
+        return int(actor)
+    user = get_user_model().objects.filter(username=actor).first()
+    return user.pk if user is not None else -1
+
+
+def _job_for_audit(user: Any, name: str) -> Job:
+    return access_team_object(
+        Job.objects.select_related("team"), user, admins_see_all=True, name=name
+    )
+
+
+def audit_events_for_user(user: Any, *, job: str = "", actor: str = "",
+                          model: str = "") -> QuerySet[Events]:
+    """Audit events, newest first: a team member sees their teams' (admins see all).
+
+    `job` narrows to one job's whole trail (404 when the job is not the user's to see);
+    `actor` is a username or a user id; `model` a model label or name.
+    """
+    objects = None
+    if job:
+        found = _job_for_audit(user, job)
+        objects = job_audit_refs(found, RunRecord.objects.filter(job=found).first())
+    scope: dict[str, Any] = {}
+    if not is_platform_admin(user) and not job:
+        teams = list(teams_for_user(user))
+        scope = {"team_ids": [t.pk for t in teams], "team_slugs": [t.slug for t in teams]}
+    return audit_events(
+        objects=objects, actor_id=_actor_id(actor) if actor else None, model=model or None,
+        **scope,
+    )

@@ -1,0 +1,228 @@
+"""Shapes of the records API: bodies in (shape only) and records out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils.translation import gettext_lazy as _
+from rest_framework import serializers
+
+from jobs.models import DeploymentParameters, LaunchList
+
+MAX_TEXT = 20_000
+
+
+class ExpectedSignalSerializer(serializers.Serializer):
+    signal = serializers.CharField(max_length=500, help_text=_("what to look for"))
+    where = serializers.CharField(max_length=500, allow_blank=True, default="",
+                                  help_text=_("where to look: a log, a TensorBoard scalar, ..."))
+    within_minutes = serializers.IntegerField(min_value=1, max_value=100_000, allow_null=True,
+                                              default=None,
+                                              help_text=_("how long after Running at most"))
+
+
+class LaunchListInSerializer(serializers.Serializer):
+    team = serializers.SlugField(required=False, help_text=_("team slug (default: your first)"))
+    title = serializers.CharField(max_length=200)
+    entry = serializers.CharField(max_length=MAX_TEXT, allow_blank=True, required=False)
+    datasets = serializers.CharField(max_length=MAX_TEXT, allow_blank=True, required=False)
+    models_used = serializers.CharField(max_length=MAX_TEXT, allow_blank=True, required=False)
+    hyperparameters = serializers.CharField(max_length=MAX_TEXT, allow_blank=True,
+                                            required=False)
+    notes = serializers.CharField(max_length=MAX_TEXT, allow_blank=True, required=False)
+    expected_signals = ExpectedSignalSerializer(many=True, required=False)
+    deployment_parameters = serializers.IntegerField(allow_null=True, required=False)
+
+
+class LaunchListSerializer(serializers.ModelSerializer):
+    team: Any = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    created_by: Any = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    deployment_parameters = serializers.SerializerMethodField()
+    jobs: Any = serializers.SlugRelatedField(slug_field="name", many=True, read_only=True)
+
+    class Meta:
+        model = LaunchList
+        fields = [
+            "id", "team", "title", "entry", "datasets", "models_used", "hyperparameters",
+            "notes", "expected_signals", "deployment_parameters", "jobs", "created_by",
+            "created_at", "updated_at",
+        ]
+
+    def get_deployment_parameters(self, obj: LaunchList) -> int | None:
+        linked = getattr(obj, "deployment_parameters", None)
+        return linked.pk if linked is not None else None
+
+
+class ResourcePairSerializer(serializers.Serializer):
+    request = serializers.CharField(max_length=40, allow_blank=True, required=False)
+    limit = serializers.CharField(max_length=40, allow_blank=True, required=False)
+
+
+class MountConstraintSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=["host_path", "object_storage"])
+    source = serializers.CharField(  # type: ignore[assignment]
+        max_length=4096, allow_blank=True, required=False
+    )
+    target = serializers.CharField(max_length=4096)
+    storage_class = serializers.CharField(max_length=253, allow_blank=True, required=False)
+    size = serializers.CharField(max_length=40, allow_blank=True, required=False)
+
+
+class RoleConstraintSerializer(serializers.Serializer):
+    role = serializers.CharField(max_length=63)
+    cluster = serializers.CharField(max_length=63, allow_blank=True)
+    selector = serializers.DictField(child=serializers.CharField(max_length=317, allow_blank=True))
+    gpus = serializers.IntegerField(min_value=0, allow_null=True, required=False, default=0)
+    devices = serializers.DictField(child=serializers.IntegerField(min_value=0), required=False,
+                                    default=dict)
+    cpu = ResourcePairSerializer(required=False, default=dict)
+    memory = ResourcePairSerializer(required=False, default=dict)
+    mounts = MountConstraintSerializer(many=True, required=False, default=list)
+
+
+class DeploymentParametersInSerializer(serializers.Serializer):
+    team = serializers.SlugField(required=False, help_text=_("team slug (default: your first)"))
+    title = serializers.CharField(max_length=200)
+    launch_list = serializers.IntegerField(allow_null=True, required=False)
+    roles = RoleConstraintSerializer(many=True, required=False)
+    network_domain = serializers.CharField(max_length=63, allow_blank=True, required=False)
+    storage_notes = serializers.CharField(max_length=MAX_TEXT, allow_blank=True, required=False)
+    network_notes = serializers.CharField(max_length=MAX_TEXT, allow_blank=True, required=False)
+    verifications = serializers.ListField(child=serializers.IntegerField(), required=False)
+
+
+class DeploymentParametersSerializer(serializers.ModelSerializer):
+    team: Any = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    created_by: Any = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    verifications: Any = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
+    jobs: Any = serializers.SlugRelatedField(slug_field="name", many=True, read_only=True)
+
+    class Meta:
+        model = DeploymentParameters
+        fields = [
+            "id", "team", "title", "launch_list", "roles", "network_domain", "storage_notes",
+            "network_notes", "verifications", "jobs", "created_by", "created_at", "updated_at",
+        ]
+
+
+class FillFromJobSerializer(serializers.Serializer):
+    job = serializers.CharField(max_length=255, help_text=_("name of a job of the same team"))
+
+
+class FirstRunCheckInSerializer(serializers.Serializer):
+    observed = serializers.BooleanField()
+    evidence = serializers.CharField(max_length=MAX_TEXT, allow_blank=True, required=False,
+                                     default="")
+    notes = serializers.CharField(max_length=MAX_TEXT, allow_blank=True, required=False,
+                                  default="")
+    troubleshooting = serializers.DictField(
+        required=False, default=dict,
+        help_text=_('checklist code -> {"answer": "ok"|"problem"|"unchecked", "note": "..."}'),
+    )
+
+
+class FirstRunCheckSerializer(serializers.Serializer):
+    observed = serializers.BooleanField()
+    evidence = serializers.CharField()
+    notes = serializers.CharField()
+    troubleshooting = serializers.DictField()
+    checked_by = serializers.CharField()
+    checked_at = serializers.DateTimeField()
+
+
+class SubmitAcceptedSerializer(serializers.Serializer):
+    state = serializers.CharField()
+    run_record = serializers.CharField(help_text=_("job name of the run record"))
+
+
+class CloneSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=255, help_text=_("the new draft's job name"))
+
+
+class AttemptSerializer(serializers.Serializer):
+    number = serializers.IntegerField()
+    task_id = serializers.CharField()
+    outcome = serializers.CharField()
+    http_status = serializers.IntegerField(allow_null=True)
+    message = serializers.CharField()
+    started_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class StatusChangeSerializer(serializers.Serializer):
+    phase = serializers.CharField()
+    reason = serializers.CharField()
+    message = serializers.CharField()
+    observed_at = serializers.DateTimeField()
+
+
+class SubmissionSerializer(serializers.Serializer):
+    state = serializers.CharField()
+    submitted_at = serializers.DateTimeField(allow_null=True)
+    remote_uid = serializers.CharField()
+    failure_message = serializers.CharField()
+    cancelled_at = serializers.DateTimeField(allow_null=True)
+    attempts = AttemptSerializer(many=True)
+
+
+class ManifestSerializer(serializers.Serializer):
+    yaml = serializers.CharField()
+    sha256 = serializers.CharField()
+    frozen_at = serializers.DateTimeField()
+    frozen_by = serializers.CharField()
+    findings_accepted = serializers.ListField(child=serializers.DictField())
+
+
+class AuditEventSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    at = serializers.DateTimeField()
+    model = serializers.CharField()
+    object_id = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]
+    diff = serializers.JSONField(allow_null=True)
+    data = serializers.JSONField()  # type: ignore[assignment]
+    actor = serializers.IntegerField(allow_null=True)
+    actor_username = serializers.CharField(allow_null=True)
+    team = serializers.CharField(allow_null=True)
+    url = serializers.CharField(allow_null=True)
+    request_id = serializers.CharField(allow_null=True)
+    task = serializers.CharField(allow_null=True)
+
+
+class RunRecordChainSerializer(serializers.Serializer):
+    """The documented shape of `GET run-records/{name}/` (the chain, in order)."""
+
+    job = serializers.DictField()
+    launch_list = serializers.DictField()
+    deployment_parameters = serializers.DictField()
+    verifications = serializers.ListField(child=serializers.DictField())
+    manifest = ManifestSerializer()
+    submission = SubmissionSerializer()
+    status_history = StatusChangeSerializer(many=True)
+    first_run_checks = FirstRunCheckSerializer(many=True)
+    audit_events = AuditEventSerializer(many=True)
+
+
+class RunRecordSummarySerializer(serializers.Serializer):
+    job_name = serializers.CharField()
+    team = serializers.CharField(source="team.slug")
+    cluster = serializers.CharField()
+    namespace = serializers.CharField()
+    manifest_sha256 = serializers.CharField()
+    submission_state = serializers.CharField()
+    job_state = serializers.CharField(source="job.state")
+    frozen_at = serializers.DateTimeField()
+
+
+def errors_detail(errors: Any) -> str:
+    """A one-line summary of DRF's nested errors, for the `detail` of a 400."""
+    if isinstance(errors, dict):
+        key, value = next(iter(errors.items()))
+        inner = errors_detail(value)
+        return inner if key == "non_field_errors" else f"{key}: {inner}"
+    if isinstance(errors, list):
+        for index, item in enumerate(errors):
+            if item:
+                inner = errors_detail(item)
+                return f"{index}.{inner}" if isinstance(item, dict) else inner
+    return str(errors)

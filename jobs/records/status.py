@@ -1,0 +1,207 @@
+"""Status sync: poll submitted Jobs, record phase changes, flag jobs stuck in Pending.
+
+Only changes are written: a `StatusChange` row when the phase differs from the last one
+recorded, and the job's state, reason and flags when they differ from what is stored. A
+pass reads each active Job once (`get_job`, one try: the next pass is the retry); when a
+cluster does not answer, the rest of its Jobs wait for the next pass and other clusters
+go on. Overlapping passes are safe: each change is applied under a row lock on the job
+and compared with the last recorded phase first.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from itertools import groupby
+from typing import Any, NamedTuple
+
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from clusters.credentials import CredentialError, credentials_for
+from clusters.k8s import Credentials, KubeError, NotFound, get_job
+from clusters.models import Cluster
+from jobs.models import Job, JobState, RunRecord, StatusChange, SubmissionState
+from jobs.records import conf
+
+__all__ = [
+    "ACTIVE_STATES",
+    "GONE_PHASE",
+    "PHASE_STATES",
+    "SyncReport",
+    "flag_overdue_pending",
+    "observe_job",
+    "scheduling_reason",
+    "sync_submitted_jobs",
+]
+
+logger = logging.getLogger(__name__)
+
+ACTIVE_STATES = (JobState.PENDING, JobState.RUNNING)
+PHASE_STATES = {
+    "Pending": JobState.PENDING,
+    "Running": JobState.RUNNING,
+    "Succeeded": JobState.SUCCEEDED,
+    "Failed": JobState.FAILED,
+}
+GONE_PHASE = "Gone"
+_REASON_MAX = 255
+
+
+class SyncReport(NamedTuple):
+    checked: int
+    changed: int
+    unreachable: int
+    flagged: int
+
+
+def scheduling_reason(status: Mapping[str, Any]) -> tuple[str, str]:
+    """The (reason, message) the cluster reports: `status.reason`, else a failing condition."""
+    reason, message = status.get("reason"), status.get("message")
+    if reason or message:
+        return str(reason or ""), str(message or "")
+    for condition in status.get("conditions") or ():
+        if isinstance(condition, Mapping) and condition.get("status") == "False":
+            return str(condition.get("reason") or ""), str(condition.get("message") or "")
+    return "", ""
+
+
+def _last_phase(record: RunRecord) -> str | None:
+    last = record.status_changes.order_by("-observed_at", "-id").first()
+    return last.phase if last is not None else None
+
+
+def _apply(job: Job, *, state: str, reason: str, message: str, now: datetime) -> list[str]:
+    """Set the job's lifecycle fields; return the names of those that changed."""
+    changed: list[str] = []
+
+    def put(field: str, value: Any) -> None:
+        if getattr(job, field) != value:
+            setattr(job, field, value)
+            changed.append(field)
+
+    if state == JobState.PENDING and job.state != JobState.PENDING:
+        put("pending_since", now)
+    if state != JobState.PENDING:
+        put("pending_flagged", False)
+    put("state", state)
+    put("status_reason", reason[:_REASON_MAX])
+    put("status_message", message)
+    return changed
+
+
+def _record(record: RunRecord, *, phase: str, state: str, reason: str, message: str,
+            now: datetime) -> bool:
+    """Apply one observation under the job's row lock; True when anything changed."""
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=record.job_id)
+        if job.state not in ACTIVE_STATES:
+            return False
+        phase_changed = _last_phase(record) != phase
+        if phase_changed:
+            StatusChange.objects.create(
+                run_record=record, phase=phase, reason=reason[:_REASON_MAX], message=message
+            )
+        fields = _apply(job, state=state, reason=reason, message=message, now=now)
+        if fields:
+            job.status_checked_at = now
+            job.save(update_fields=[*fields, "status_checked_at", "updated_at"])
+        return phase_changed or bool(fields)
+
+
+def observe_job(record: RunRecord, remote: Mapping[str, Any] | None, *,
+                now: datetime | None = None) -> bool:
+    """Record what the cluster says about a run's Job (None: the Job is gone)."""
+    now = now or timezone.now()
+    if remote is None:
+        return _record(
+            record, phase=GONE_PHASE, state=JobState.FAILED, reason="NotFound",
+            message=_("The Job is no longer on its cluster (deleted outside RLark)."), now=now,
+        )
+    status = remote.get("status") or {}
+    phase = str(status.get("phase") or "")
+    if not phase:
+        return False
+    reason, message = scheduling_reason(status)
+    known = PHASE_STATES.get(phase)
+    job_state = str(known) if known is not None else (
+        Job.objects.values_list("state", flat=True).get(pk=record.job_id)
+    )
+    return _record(record, phase=phase, state=job_state, reason=reason, message=message, now=now)
+
+
+def flag_overdue_pending(*, now: datetime | None = None) -> int:
+    """Flag jobs Pending longer than `conf.pending_deadline()`; return how many were flagged."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=conf.pending_deadline())
+    flagged = 0
+    with transaction.atomic():
+        overdue = Job.objects.select_for_update().filter(
+            state=JobState.PENDING, pending_flagged=False, pending_since__lte=cutoff
+        )
+        for job in overdue:
+            job.pending_flagged = True
+            job.save(update_fields=["pending_flagged", "updated_at"])
+            flagged += 1
+    return flagged
+
+
+def _active_records() -> list[RunRecord]:
+    return list(
+        RunRecord.objects.filter(
+            submission_state=SubmissionState.SUBMITTED,
+            cancelled_at__isnull=True,
+            job__state__in=ACTIVE_STATES,
+        ).order_by("cluster", "pk")
+    )
+
+
+def _credentials(name: str) -> Credentials | None:
+    cluster = Cluster.objects.filter(name=name).first()
+    if cluster is None:
+        return None
+    try:
+        return credentials_for(cluster)
+    except CredentialError:
+        logger.warning("cluster %s: stored credentials cannot be decrypted", name)
+        return None
+
+
+def _sync_cluster(credentials: Credentials, records: Iterable[RunRecord],
+                  now: datetime) -> tuple[int, int, bool]:
+    """(checked, changed, unreachable) for one cluster's records."""
+    checked = changed = 0
+    for record in records:
+        try:
+            remote: dict[str, Any] | None = get_job(
+                credentials=credentials, namespace=record.namespace, name=record.job_name,
+                timeout=conf.kube_timeout(), attempts=1,
+            )
+        except NotFound:
+            remote = None
+        except KubeError as exc:
+            if exc.transient:
+                logger.info("status sync: cluster %s unreachable: %s", record.cluster, exc)
+                return checked, changed, True
+            logger.warning("status sync: %s: %s", record.job_name, exc)
+            continue
+        checked += 1
+        changed += observe_job(record, remote, now=now)
+    return checked, changed, False
+
+
+def sync_submitted_jobs(*, now: datetime | None = None) -> SyncReport:
+    """One pass over every submitted, active Job, then the Pending deadline check."""
+    now = now or timezone.now()
+    checked = changed = unreachable = 0
+    for cluster_name, records in groupby(_active_records(), key=lambda r: r.cluster):
+        credentials = _credentials(cluster_name)
+        if credentials is None:
+            unreachable += 1
+            continue
+        done, moved, lost = _sync_cluster(credentials, records, now)
+        checked, changed, unreachable = checked + done, changed + moved, unreachable + lost
+    flagged = flag_overdue_pending(now=timezone.now())
+    return SyncReport(checked=checked, changed=changed, unreachable=unreachable, flagged=flagged)

@@ -1,0 +1,45 @@
+"""Celery tasks of the jobs app: submission, its recovery, and status sync.
+
+Tasks take ids, call one service and hold no logic of their own. `acks_late` and
+`reject_on_worker_lost` (set in settings, repeated on the submission task) mean a worker
+killed mid-task leaves its message to be delivered again; the services make that safe.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Task, shared_task
+
+from jobs.records.status import sync_submitted_jobs as sync_status
+from jobs.records.submission import stalled_run_record_ids, submit_attempt
+
+
+@shared_task(
+    bind=True,
+    name="jobs.tasks.submit_run_record",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    max_retries=None,  # bounded by the attempts recorded in the database, not by Celery
+)
+def submit_run_record(self: Task, run_record_id: int) -> str:
+    """Create the run record's Job on its cluster; retried with backoff on transient errors."""
+    result = submit_attempt(run_record_id=run_record_id, task_id=self.request.id or "")
+    if result.retry_in is not None:
+        raise self.retry(countdown=result.retry_in, max_retries=None)
+    return result.outcome
+
+
+@shared_task(name="jobs.tasks.resume_stalled_submissions")
+def resume_stalled_submissions() -> int:
+    """Send the submission task again for records whose worker or message was lost."""
+    ids = stalled_run_record_ids()
+    for run_record_id in ids:
+        submit_run_record.delay(run_record_id)
+    return len(ids)
+
+
+@shared_task(name="jobs.tasks.sync_submitted_jobs")
+def sync_submitted_jobs() -> dict[str, Any]:
+    """Poll every submitted Job's status once; flag jobs Pending past the deadline."""
+    return sync_status()._asdict()
