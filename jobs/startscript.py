@@ -270,7 +270,8 @@ def _cluster_check_and_run() -> list[str]:
         "then",
         '  rlark_log "warning: the Ray cluster check did not pass; running the run script anyway"',
         "fi",
-        "# 6. Run script (cd explicitly in it: the image's ENTRYPOINT and WORKDIR are not used).",
+        "# 6. Run script. It starts where the prepare script left off (the image's WORKDIR",
+        "#    unless it changed directory): cd explicitly. The image's ENTRYPOINT is not used.",
         'exec bash "${RLARK_SCRIPT_DIR}/run.sh"',
     ]
 
