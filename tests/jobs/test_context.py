@@ -11,6 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from clusters.models import Cluster, ClusterJob, NetworkDomain, Node
+from clusters.verifications.services import verification_approve, verification_request
 from jobs.context import check_context_for, evaluate, name_findings, spec_from_job
 from jobs.drafts.selectors import job_get_for_user
 from jobs.drafts.services import job_create, ssh_key_create
@@ -99,6 +100,21 @@ def test_matches_and_network_domains_are_loaded(team: Team, owner: Any) -> None:
     assert ctx.match_for(ROLES[1]["selector"]).count == 12
     assert ctx.match_for(ROLES[0]["selector"]).count == 1
     assert ctx.network_domains == {"a-to-c": {"gpu-a", "cpu-c"}, "empty": frozenset()}
+
+
+def test_the_teams_own_verifications_are_loaded(
+    team: Team, owner: Any, admin_user: Any, other_team: Team
+) -> None:
+    cluster = Cluster.objects.get(name="gpu-a")
+    verification = verification_request(team=team, user=owner, cluster=cluster,
+                                        selector=ROLES[1]["selector"])
+    verification_approve(verification_id=verification.pk, admin=admin_user, note="ok")
+    spec = spec_from_job(make_job(team, owner))
+    view = check_context_for(spec, team=team).verification_for("gpu-a", ROLES[1]["selector"])
+    assert view is not None and (view.id, view.state) == (verification.pk, "approved")
+    assert check_context_for(spec, team=team).verification_for("gpu-a", ROLES[0]["selector"]) \
+        is None
+    assert check_context_for(spec, team=other_team).verifications == {}
 
 
 def test_a_name_is_taken_by_another_job_or_a_foreign_cluster_job(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 from collections.abc import Callable
 from typing import Any
 
@@ -10,7 +11,9 @@ import pytest
 import yaml
 from rest_framework.test import APIClient
 
-from jobs.models import Job, JobState, Role
+from clusters.models import Cluster
+from clusters.verifications.services import verification_approve, verification_request
+from jobs.models import DeploymentParameters, Job, JobState, LaunchList, Role
 from rlark_site.tenancy.models import Team
 from tests.factories import load_fleet_rows
 
@@ -276,11 +279,41 @@ def test_manifest_answers_422_with_findings_while_errors_remain(api: APIClient) 
     assert "selector.unverified" in codes(response)
 
 
+def test_manifest_is_yaml_when_clean_and_json_on_request(
+    api: APIClient, team: Team, owner: Any, admin_user: Any
+) -> None:
+    selector = {"kubernetes.io/hostname": "c-env-01", "topology.rlinf.io/cluster": "cpu-c"}
+    verification = verification_request(
+        team=team, user=owner, cluster=Cluster.objects.get(name="cpu-c"), selector=selector,
+        for_header_role=True,
+    )
+    verification_approve(verification_id=verification.pk, admin=admin_user, note="ok")
+    launch_list = LaunchList.objects.create(team=team, title="l", created_by=owner)
+    params = DeploymentParameters.objects.create(team=team, title="p", created_by=owner,
+                                                 launch_list=launch_list)
+    role = {"name": "Environment", "cluster": "cpu-c", "selector": selector,
+            "image": f"registry.example.com/rlinf/env@{DIGEST}"}
+    created = api.post(JOBS, {
+        "name": "collect", "task_type": "data_collection", "header_role": "Environment",
+        "roles": [role], "run_script": "cd /w && python collect.py",
+        "launch_list": launch_list.pk, "deployment_parameters": params.pk,
+    }, format="json")
+    assert created.json()["has_errors"] is False, created.json()["findings"]
+    response = api.get(f"{JOBS}collect/manifest/")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "text/yaml; charset=utf-8"
+    assert response["X-Manifest-SHA256"] == hashlib.sha256(response.content).hexdigest()
+    manifest = yaml.safe_load(response.content)
+    assert manifest["metadata"]["name"] == "collect"
+    assert manifest["spec"]["tasks"][0]["replicas"] == 1
+    as_json = api.get(f"{JOBS}collect/manifest/", {"format": "json"})
+    assert as_json["Content-Type"] == "application/json"
+    assert as_json.json() == manifest
+
+
 def test_the_launch_list_must_be_the_teams(
     api: APIClient, outsider: Any, other_team: Team
 ) -> None:
-    from jobs.models import LaunchList
-
     theirs = LaunchList.objects.create(team=other_team, title="t", created_by=outsider)
     response = api.post(JOBS, body(launch_list=theirs.pk), format="json")
     assert response.status_code == 400
