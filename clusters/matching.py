@@ -5,11 +5,10 @@ Label containment (`labels @> {...}`) is answered by the GIN (jsonb_path_ops) in
 `describe_match` turns one into the body of `POST /api/v1/selector-matches/`, and
 `parse_selector_input` turns user input into a selector or the findings saying why not.
 
-Cost: one query for the matched nodes, plus, for selectors of two or more conditions, one
-query that scans the rows matching any single condition once (a BitmapOr over the index) to
-learn which clusters each condition reaches. A one-condition selector needs no second query:
-its only condition reaches exactly the clusters of its matches. `bench/selector_match.py`
-measures both against a plain in-memory scan.
+Cost: one query for the matched nodes; for selectors of two or more conditions, two or three
+small queries to learn which clusters each single condition reaches (see `SAMPLE_LIMIT`). A
+one-condition selector needs none: its only condition reaches the clusters of its matches.
+`bench/selector_match.py` measures all of it against a plain in-memory scan.
 """
 
 from __future__ import annotations
@@ -36,15 +35,36 @@ WHERE NOT n.gone AND n.labels @> %s::jsonb
 ORDER BY c.name COLLATE "C", n.name COLLATE "C"
 """
 
-_CONDITION_AGGREGATE = "array_agg(DISTINCT n.cluster_id) FILTER (WHERE n.labels @> %s::jsonb)"
-_CONDITION_MATCH = "n.labels @> %s::jsonb"
+# Which clusters each single condition reaches, in two steps. First, up to SAMPLE_LIMIT + 1
+# matching rows per condition through the GIN index: when fewer come back, their clusters are
+# the exact answer (clusters, pools, racks, hosts: most conditions). A broad condition (zone,
+# GPU model) is then asked of each remaining cluster with a one-row probe through the btree
+# index on cluster_id, which stops at the first hit instead of visiting every match. The
+# probe compares `labels ->> key` (equal to containment for Kubernetes' string labels) so the
+# planner keeps it on the btree rather than building the large GIN bitmap once per cluster.
+SAMPLE_LIMIT = 2000
+
+_SAMPLE_PART = """
+(SELECT %s AS i, n.cluster_id FROM clusters_node n
+ WHERE NOT n.gone AND n.labels @> %s::jsonb LIMIT %s)"""
+
+_PROBE_PART = """
+(SELECT %s AS i, c.id FROM clusters_cluster c,
+ LATERAL (SELECT 1 FROM clusters_node n WHERE n.cluster_id = c.id AND NOT n.gone
+          AND (n.labels ->> %s) = %s LIMIT 1) hit
+ WHERE c.id <> ALL(%s))"""
 
 
-def _conditions_sql(count: int) -> str:
-    """One pass over the rows matching any condition; per condition, the clusters it reaches."""
-    aggregates = ", ".join([_CONDITION_AGGREGATE] * count)
-    matches = " OR ".join([_CONDITION_MATCH] * count)
-    return f"SELECT {aggregates} FROM clusters_node n WHERE NOT n.gone AND ({matches})"  # noqa: S608
+def _sample_sql(count: int) -> str:
+    parts = " UNION ALL ".join([_SAMPLE_PART] * count)
+    return (
+        "SELECT s.i, count(*), array_agg(DISTINCT s.cluster_id) "  # noqa: S608
+        f"FROM ({parts}) s GROUP BY s.i"
+    )
+
+
+def _probe_sql(count: int) -> str:
+    return " UNION ALL ".join([_PROBE_PART] * count)
 
 
 class _DeviceParser:
@@ -77,20 +97,42 @@ def _fetch_nodes(condition_json: str) -> tuple[MatchedNode, ...]:
     )
 
 
+def _condition_cluster_ids(
+    cursor: Any, conditions: Sequence[tuple[str, str]],
+) -> list[set[int]]:
+    sample_params: list[object] = []
+    for i, (k, v) in enumerate(conditions):
+        sample_params += [i, json.dumps({k: v}), SAMPLE_LIMIT + 1]
+    cursor.execute(_sample_sql(len(conditions)), sample_params)
+    found: list[set[int]] = [set() for _ in conditions]
+    broad: list[int] = []
+    for i, rows, ids in cursor.fetchall():
+        found[i] = set(ids)
+        if rows > SAMPLE_LIMIT:
+            broad.append(i)
+    if broad:
+        probe_params: list[object] = []
+        for i in broad:
+            k, v = conditions[i]
+            probe_params += [i, k, v, sorted(found[i])]
+        cursor.execute(_probe_sql(len(broad)), probe_params)
+        for i, cluster_id in cursor.fetchall():
+            found[i].add(cluster_id)
+    return found
+
+
 def _fetch_condition_clusters(
     conditions: Sequence[tuple[str, str]],
 ) -> tuple[tuple[tuple[str, str], frozenset[str]], ...]:
-    payload = [json.dumps({k: v}) for k, v in conditions]
     with connection.cursor() as cursor:
-        cursor.execute(_conditions_sql(len(conditions)), payload + payload)
-        per_condition = cursor.fetchone() or (None,) * len(conditions)
-        ids = {i for found in per_condition for i in (found or ())}
+        per_condition = _condition_cluster_ids(cursor, conditions)
+        ids = set().union(*per_condition)
         names: dict[int, str] = {}
         if ids:
             cursor.execute("SELECT id, name FROM clusters_cluster WHERE id = ANY(%s)", [list(ids)])
             names = dict(cursor.fetchall())
     return tuple(
-        (cond, frozenset(names[i] for i in (found or ())))
+        (cond, frozenset(names[i] for i in found))
         for cond, found in zip(conditions, per_condition, strict=True)
     )
 

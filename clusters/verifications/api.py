@@ -1,0 +1,243 @@
+"""REST endpoints: live selector matches, and the verification requests and decisions.
+
+Views only check the shape of the input, call one service or selector, and render.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils.translation import gettext as _
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from clusters.matching import describe_match, match_selector, parse_selector_input
+from clusters.models import Cluster, Verification
+from clusters.verifications.selectors import (
+    STATE_FILTERS,
+    verification_get,
+    verification_list,
+    verification_result,
+)
+from clusters.verifications.services import (
+    verification_approve,
+    verification_reject,
+    verification_request_outcome,
+)
+from rlark_site.exceptions import ApplicationError
+from rlark_site.tenancy.access import access_team, teams_for_user
+from rlark_site.tenancy.models import Team
+
+
+def _cluster_named(name: str) -> Cluster:
+    cluster = Cluster.objects.filter(name=name).first()
+    if cluster is None:
+        raise ApplicationError(
+            _("Cluster %(name)s does not exist.") % {"name": repr(name[:63])},
+            extra={"field": "cluster"}, status_code=400,
+        )
+    return cluster
+
+
+class SelectorField(serializers.Field):
+    """`{key: value}`, a list of `[key, value]` pairs, or `key=value` text; checked by
+    `parse_selector_input` (400 with findings), not here."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        return data
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+class SelectorMatchRequestSerializer(serializers.Serializer):
+    cluster = serializers.CharField(max_length=63)
+    selector = SelectorField()
+
+
+_NODES = inline_serializer("MatchedNodeRef", many=True, fields={
+    "cluster": serializers.CharField(), "name": serializers.CharField(),
+    "namespace": serializers.CharField(),
+})
+
+SelectorMatchResponse = inline_serializer("SelectorMatch", {
+    "cluster": serializers.CharField(),
+    "count": serializers.IntegerField(),
+    "nodes": _NODES,
+    "clusters": serializers.ListField(child=serializers.CharField()),
+    "confined": serializers.BooleanField(),
+    "confining_conditions": serializers.ListField(child=serializers.DictField()),
+    "foreign_nodes": serializers.ListField(child=serializers.DictField()),
+    "gpu_max": serializers.IntegerField(allow_null=True),
+    "devices_max": serializers.DictField(child=serializers.IntegerField()),
+})
+
+
+class SelectorMatchesView(APIView):
+    """The global matches of a selector, judged against the chosen cluster (live, read-only)."""
+
+    @extend_schema(request=SelectorMatchRequestSerializer, responses=SelectorMatchResponse)
+    def post(self, request: Request) -> Response:
+        data = SelectorMatchRequestSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        selector = parse_selector_input(data.validated_data["selector"])
+        cluster = _cluster_named(data.validated_data["cluster"])
+        return Response(describe_match(match_selector(selector), cluster=cluster.name))
+
+
+class VerificationRequestSerializer(serializers.Serializer):
+    team = serializers.SlugField(required=False, max_length=50)
+    cluster = serializers.CharField(max_length=63)
+    selector = SelectorField()
+    for_header_role = serializers.BooleanField(default=False)
+    requested_gpu = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+    requested_devices = serializers.DictField(
+        child=serializers.IntegerField(min_value=0), required=False
+    )
+    requested_host_paths = serializers.ListField(
+        child=serializers.CharField(max_length=4096), required=False
+    )
+    note = serializers.CharField(required=False, allow_blank=True, max_length=4000, default="")
+
+
+class ApproveSerializer(serializers.Serializer):
+    note = serializers.CharField(required=False, allow_blank=True, max_length=4000, default="")
+    confirm_gpu = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+    confirm_devices = serializers.DictField(
+        child=serializers.IntegerField(min_value=0), required=False
+    )
+    confirm_host_paths = serializers.ListField(
+        child=serializers.CharField(max_length=4096), required=False
+    )
+
+
+class RejectSerializer(serializers.Serializer):
+    note = serializers.CharField(max_length=4000)
+
+
+class VerificationSerializer(serializers.ModelSerializer):
+    team = serializers.CharField(source="team.slug")
+    cluster = serializers.CharField(source="cluster.name")
+    requested_by = serializers.CharField(source="requested_by.username")
+    decided_by = serializers.CharField(source="decided_by.username", allow_null=True)
+    count = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Verification
+        fields = [
+            "id", "team", "cluster", "selector", "selector_key", "for_header_role",
+            "requested_gpu", "requested_devices", "requested_host_paths", "request_note",
+            "requested_by", "created_at", "state", "count", "matches", "inventory_generations",
+            "decided_by", "decided_at", "decision_note", "confirmed_gpu", "confirmed_devices",
+            "confirmed_host_paths", "stale_at", "drift",
+        ]
+
+    def get_count(self, verification: Verification) -> int:
+        return len(verification.matches)
+
+
+def _detail(verification: Verification) -> dict[str, Any]:
+    """A verification with its automated result (one live match for confinement)."""
+    return {**VerificationSerializer(verification).data,
+            "result": verification_result(verification).as_dict()}
+
+
+def _team_for_request(request: Request, slug: str | None) -> Team:
+    if slug:
+        return access_team(request.user, slug)
+    teams = list(teams_for_user(request.user)[:2])
+    if len(teams) != 1:
+        raise ApplicationError(
+            _("Say which team the request is for."), extra={"field": "team"}, status_code=400
+        )
+    return teams[0]
+
+
+class VerificationsView(APIView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("state", str, enum=list(STATE_FILTERS)),
+            OpenApiParameter("cluster", str), OpenApiParameter("team", str),
+        ],
+        responses=VerificationSerializer(many=True),
+    )
+    def get(self, request: Request) -> Response:
+        """The caller's teams' requests (every team's for platform admins), oldest first."""
+        state = request.query_params.get("state") or None
+        if state is not None and state not in STATE_FILTERS:
+            raise ApplicationError(
+                _("Unknown state filter."), extra={"field": "state"}, status_code=400
+            )
+        queryset = verification_list(
+            user=request.user, state=state,
+            cluster=request.query_params.get("cluster") or None,
+            team=request.query_params.get("team") or None,
+        )
+        paginator = LimitOffsetPagination()
+        page = paginator.paginate_queryset(queryset, request, view=self)
+        return paginator.get_paginated_response(
+            VerificationSerializer(page, many=True).data
+        )
+
+    @extend_schema(request=VerificationRequestSerializer, responses=VerificationSerializer)
+    def post(self, request: Request) -> Response:
+        """Request verification; an open identical request is reused (200, `reused: true`)."""
+        data = VerificationRequestSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        selector = parse_selector_input(values["selector"])
+        team = _team_for_request(request, values.get("team"))
+        outcome = verification_request_outcome(
+            team=team, user=request.user, cluster=_cluster_named(values["cluster"]),
+            selector=selector, for_header_role=values["for_header_role"],
+            requested_gpu=values.get("requested_gpu"),
+            requested_devices=values.get("requested_devices"),
+            requested_host_paths=values.get("requested_host_paths"), note=values["note"],
+        )
+        body = {**_detail(outcome.verification), "reused": outcome.reused,
+                "updated": outcome.updated}
+        if outcome.reused:
+            body["message"] = _(
+                "An open request for the same cluster and selector exists; it was reused."
+            )
+        return Response(body, status=status.HTTP_200_OK if outcome.reused else
+                        status.HTTP_201_CREATED)
+
+
+class VerificationDetailView(APIView):
+    @extend_schema(responses=VerificationSerializer)
+    def get(self, request: Request, verification_id: int) -> Response:
+        return Response(_detail(verification_get(user=request.user,
+                                                 verification_id=verification_id)))
+
+
+class VerificationApproveView(APIView):
+    @extend_schema(request=ApproveSerializer, responses=VerificationSerializer)
+    def post(self, request: Request, verification_id: int) -> Response:
+        """Approve (platform admins); 409 when the request is no longer pending."""
+        data = ApproveSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        verification = verification_approve(
+            verification_id=verification_id, admin=request.user, note=values["note"],
+            confirm_gpu=values.get("confirm_gpu"), confirm_devices=values.get("confirm_devices"),
+            confirm_host_paths=values.get("confirm_host_paths"),
+        )
+        return Response(_detail(verification))
+
+
+class VerificationRejectView(APIView):
+    @extend_schema(request=RejectSerializer, responses=VerificationSerializer)
+    def post(self, request: Request, verification_id: int) -> Response:
+        """Reject with a note (platform admins); 409 when the request is no longer pending."""
+        data = RejectSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        verification = verification_reject(
+            verification_id=verification_id, admin=request.user,
+            note=data.validated_data["note"],
+        )
+        return Response(_detail(verification))
