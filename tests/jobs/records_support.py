@@ -1,0 +1,78 @@
+"""Builders for the run-record, submission and status tests (real rows, real services)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clusters.credentials import encrypt
+from clusters.models import Cluster
+from clusters.verifications.services import verification_approve, verification_request
+from jobs.drafts.services import job_create
+from jobs.models import DeploymentParameters, Job, LaunchList
+from rlark_site.tenancy.models import Team
+from tests.factories import DEMO_FLEET, load_fleet_rows
+
+DIGEST = "sha256:" + "ab" * 32
+IMAGE = f"registry.example.com/rlinf/rlinf@{DIGEST}"
+
+HEAD_SELECTOR = {"kubernetes.io/hostname": "a-head-01", "topology.rlinf.io/cluster": "gpu-a"}
+# Four ready CPU nodes of gpu-a: the simulator schedules them.
+CPU_SELECTOR = {"rlinf.io/pool": "cpu-a", "topology.rlinf.io/cluster": "gpu-a"}
+# Twelve a100 nodes of gpu-a, one of them NotReady: the simulator keeps the job Pending.
+POOL_SELECTOR = {"rlinf.io/pool": "a100-a", "topology.rlinf.io/cluster": "gpu-a"}
+
+EXPECTED_SIGNAL = {
+    "signal": "first rollout batch with reward mean",
+    "where": "Head Task log",
+    "within_minutes": 20,
+}
+
+
+def register_fleet(simulator: Any) -> list[Cluster]:
+    """Cluster rows for every cluster the simulator serves, reachable with their tokens."""
+    clusters = load_fleet_rows(DEMO_FLEET, api_url_base=simulator.base_url)
+    for cluster in clusters:
+        cluster.token_encrypted = encrypt(simulator.fleet.cluster(cluster.name).token or "")
+        cluster.save(update_fields=["token_encrypted"])
+    return clusters
+
+
+def approved(*, team: Team, owner: Any, admin: Any, cluster: str, selector: dict[str, str],
+             header: bool = False, gpu: int | None = None) -> int:
+    verification = verification_request(
+        team=team, user=owner, cluster=Cluster.objects.get(name=cluster), selector=selector,
+        for_header_role=header, requested_gpu=gpu,
+    )
+    verification_approve(verification_id=verification.pk, admin=admin, note="checked")
+    return verification.pk
+
+
+def role(name: str, selector: dict[str, str], *, gpus: int = 0) -> dict[str, Any]:
+    return {
+        "name": name, "cluster": "gpu-a", "selector": selector, "gpus": gpus,
+        "image": IMAGE, "prepare_script": "source /opt/venv/bin/activate",
+    }
+
+
+def submittable_job(*, team: Team, owner: Any, admin: Any, name: str = "ppo-run",
+                    worker_selector: dict[str, str] = CPU_SELECTOR) -> Job:
+    """A two-role draft (Actor as Header on one node, Rollout on several) without errors."""
+    approved(team=team, owner=owner, admin=admin, cluster="gpu-a", selector=HEAD_SELECTOR,
+             header=True)
+    approved(team=team, owner=owner, admin=admin, cluster="gpu-a", selector=worker_selector)
+    launch_list = LaunchList.objects.create(
+        team=team, title=f"{name} launch list", created_by=owner, entry="python -m rlinf.train",
+        expected_signals=[EXPECTED_SIGNAL],
+    )
+    parameters = DeploymentParameters.objects.create(
+        team=team, title=f"{name} parameters", created_by=owner, launch_list=launch_list
+    )
+    return job_create(team=team, user=owner, data={
+        "name": name,
+        "task_type": "custom",
+        "header_role": "Actor",
+        "roles": [role("Actor", HEAD_SELECTOR, gpus=8), role("Rollout", worker_selector)],
+        "run_script": "cd /workspace/rlinf && python -m rlinf.train --config ppo.yaml",
+        "launch_list": launch_list.pk,
+        "deployment_parameters": parameters.pk,
+    })
