@@ -266,6 +266,7 @@ class JobSummarySerializer(serializers.ModelSerializer):
 class JobLinksSerializer(serializers.Serializer):
     self = serializers.CharField()
     manifest = serializers.CharField()
+    submit = serializers.CharField(allow_null=True)
     launch_list = serializers.CharField(allow_null=True)
     deployment_parameters = serializers.CharField(allow_null=True)
 
@@ -304,6 +305,7 @@ class JobDetailSerializer(JobSummarySerializer):
         links = {
             "self": _url(request, "api:job-detail", job.name),
             "manifest": _url(request, "api:job-manifest", job.name),
+            "submit": _url(request, "api:job-submit", job.name),
             "launch_list": None,
             "deployment_parameters": None,
         }

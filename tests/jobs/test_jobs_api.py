@@ -299,6 +299,10 @@ def test_manifest_is_yaml_when_clean_and_json_on_request(
         "launch_list": launch_list.pk, "deployment_parameters": params.pk,
     }, format="json")
     assert created.json()["has_errors"] is False, created.json()["findings"]
+    links = created.json()["links"]
+    assert links["launch_list"].endswith(f"/api/v1/launch-lists/{launch_list.pk}/")
+    assert links["deployment_parameters"].endswith(f"/api/v1/deployment-parameters/{params.pk}/")
+    assert links["submit"].endswith("/api/v1/jobs/collect/submit/")
     response = api.get(f"{JOBS}collect/manifest/")
     assert response.status_code == 200
     assert response["Content-Type"] == "text/yaml; charset=utf-8"
