@@ -19,7 +19,7 @@ from clusters.simulator.objects import (
     success_status,
 )
 from clusters.simulator.routing import Request, Response, Router
-from clusters.simulator.schema import Admission, JobSchema
+from clusters.simulator.schema import Admission, Cause, JobSchema
 from clusters.simulator.state import ClusterState, Page
 
 _NAME = r"(?P<name>[^/]+)"
@@ -127,21 +127,21 @@ def _job_name(metadata: dict[str, Any]) -> str:
         )
     if not name:
         message = "Required value: name or generateName is required"
-        raise _invalid("", [("FieldValueRequired", message, "metadata.name")])
+        raise _invalid("", [Cause("FieldValueRequired", message, "metadata.name")])
     if not isinstance(name, str) or not _DNS_SUBDOMAIN.match(name):
         message = f"Invalid value: {name!r}: a lowercase RFC 1123 subdomain is required"
-        raise _invalid(str(name), [("FieldValueInvalid", message, "metadata.name")])
+        raise _invalid(str(name), [Cause("FieldValueInvalid", message, "metadata.name")])
     return name
 
 
-def _invalid(name: str, causes: list[tuple[str, str, str]]) -> ApiError:
-    summaries = [f"{field}: {message}" for _, message, field in causes]
+def _invalid(name: str, causes: list[Cause]) -> ApiError:
+    summaries = [f"{cause.field}: {cause.message}" for cause in causes]
     summary = summaries[0] if len(summaries) == 1 else "[" + ", ".join(summaries) + "]"
     details = {
         "name": name,
         "group": JOB_GROUP,
         "kind": JOB_KIND,
-        "causes": [{"reason": r, "message": m, "field": f} for r, m, f in causes],
+        "causes": [cause.to_dict() for cause in causes],
     }
     return ApiError(422, f'{JOB_KIND}.{JOB_GROUP} "{name}" is invalid: {summary}', details=details)
 
@@ -155,7 +155,7 @@ def _check_envelope(body: dict[str, Any], namespace: str) -> dict[str, Any]:
         )
     metadata = body.get("metadata")
     if not isinstance(metadata, dict):
-        raise _invalid("", [("FieldValueRequired", "Required value", "metadata")])
+        raise _invalid("", [Cause("FieldValueRequired", "Required value", "metadata")])
     if metadata.get("namespace") not in (None, "", namespace):
         raise ApiError(
             400,
@@ -175,7 +175,7 @@ def _admit(context: ClusterContext, request: Request, namespace: str, body: Any)
         fields = ", ".join(f'unknown field "{path}"' for path in admission.unknown_fields)
         raise ApiError(400, f"strict decoding error: {fields}")
     if admission.causes:
-        raise _invalid(name, [(c.reason, c.message, c.field) for c in admission.causes])
+        raise _invalid(name, admission.causes)
     return admission
 
 

@@ -28,12 +28,6 @@ class Request:
         except ValueError as exc:
             raise ApiError(400, f"the request body is not valid JSON: {exc}") from exc
 
-    def json_object(self) -> dict[str, Any]:
-        document = self.json()
-        if not isinstance(document, dict):
-            raise ApiError(400, "the request body must be a JSON object")
-        return document
-
 
 @dataclass
 class Response:

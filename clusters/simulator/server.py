@@ -111,18 +111,26 @@ class SimulatorRequestHandler(BaseHTTPRequestHandler):
             self._write(_status_response(ApiError(404, message)))
 
     def _serve_cluster(self, cluster: ClusterState, request: Request) -> None:
-        """Apply the cluster's faults, then answer through the API router."""
-        if cluster.faults.latency_seconds:
-            self.server.simulator.stopping.wait(cluster.faults.latency_seconds)
-        action = cluster.faults.decide()
+        """Apply the cluster's faults, then answer through the API router.
+
+        A request delayed past a `reset` is dropped unanswered, so that it cannot
+        change (or log into) the state the reset started.
+        """
         entry: dict[str, Any] = {
             "method": request.method,
             "path": request.path,
             "query": dict(request.query),
-            "fault": action.value if action else None,
+            "fault": None,
             "code": None,
         }
-        cluster.log_request(entry)
+        epoch = cluster.log_request(entry)
+        if cluster.faults.latency_seconds:
+            self.server.simulator.stopping.wait(cluster.faults.latency_seconds)
+        if cluster.epoch != epoch:
+            self._drop()
+            return
+        action = cluster.faults.decide()
+        entry["fault"] = action.value if action else None
         response = self._cluster_response(cluster, request, action)
         if response is None or action is FaultAction.DROP_AFTER:
             self._drop()

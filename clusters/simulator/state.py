@@ -66,22 +66,21 @@ class ClusterState:
         self.lock = threading.RLock()
         self.faults = FaultInjector(spec.faults)
         self.namespaces = frozenset({spec.namespace, "default"})
+        self.epoch = 0
+        self._resource_version = 1
+        self._created = now_timestamp()
+        self._initial_nodes = {node.name: (node, self._render_node(node)) for node in spec.nodes}
+        self._storage_classes = [
+            storage_class_object(name, cluster=spec.name, resource_version=1, created=self._created)
+            for name in sorted(spec.storage_classes)
+        ]
         self._reset_unlocked()
 
     def _reset_unlocked(self) -> None:
-        self._resource_version = 1
-        self._created = now_timestamp()
-        self._node_specs: dict[str, NodeSpec] = {}
-        self._nodes: dict[str, Object] = {}
+        # The fleet file's node objects are rendered once: objects are never mutated.
+        self._node_specs = {name: spec for name, (spec, _) in self._initial_nodes.items()}
+        self._nodes = {name: node for name, (_, node) in self._initial_nodes.items()}
         self._sorted_nodes: list[Object] | None = None
-        for node in self.spec.nodes:
-            self._put_node(node)
-        self._storage_classes = [
-            storage_class_object(
-                name, cluster=self.spec.name, resource_version=1, created=self._created
-            )
-            for name in sorted(self.spec.storage_classes)
-        ]
         self._jobs: dict[tuple[str, str], Object] = {}
         self._snapshots: OrderedDict[str, tuple[int, list[Object]]] = OrderedDict()
         self.create_log: list[dict[str, Any]] = []
@@ -89,13 +88,13 @@ class ClusterState:
         self.faults.replace(self.spec.faults)
 
     def reset(self) -> None:
-        """Back to the fleet file's nodes and faults, with no Jobs and empty logs."""
-        with self.lock:
-            self._reset_unlocked()
+        """Back to the fleet file's nodes and faults, with no Jobs and empty logs.
 
-    @property
-    def resource_version(self) -> int:
-        return self._resource_version
+        `resourceVersion` keeps increasing across resets, as it would on a real cluster.
+        """
+        with self.lock:
+            self.epoch += 1
+            self._reset_unlocked()
 
     def _bump(self) -> int:
         self._resource_version += 1
@@ -103,11 +102,14 @@ class ClusterState:
 
     # Nodes
 
-    def _put_node(self, spec: NodeSpec) -> None:
-        self._node_specs[spec.name] = spec
-        self._nodes[spec.name] = node_object(
+    def _render_node(self, spec: NodeSpec) -> Object:
+        return node_object(
             spec, cluster=self.spec.name, resource_version=self._bump(), created=self._created
         )
+
+    def _put_node(self, spec: NodeSpec) -> None:
+        self._node_specs[spec.name] = spec
+        self._nodes[spec.name] = self._render_node(spec)
         self._sorted_nodes = None
 
     def node_items(self) -> list[Object]:
@@ -294,9 +296,11 @@ class ClusterState:
     def set_faults(self, spec: FaultSpec) -> None:
         self.faults.replace(spec)
 
-    def log_request(self, entry: dict[str, Any]) -> None:
+    def log_request(self, entry: dict[str, Any]) -> int:
+        """Record an arriving request; returns the reset epoch it arrived in."""
         with self.lock:
             self.request_log.append(entry)
+            return self.epoch
 
     def log_create(self, entry: dict[str, Any]) -> None:
         with self.lock:
