@@ -1,0 +1,534 @@
+"""Writes of the cluster registry and the inventory poll.
+
+A poll claims its cluster with a conditional UPDATE of `poll_lease_until` (two pollers
+never work on one cluster), reads everything from the cluster through the gateway
+outside any transaction, then writes the snapshot in one transaction that also checks
+the lease is still its own, releases it and records the outcome. A failing cluster is
+retried with exponential backoff and shown as stale; it never touches other clusters.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import ProtectedError, Q
+from django.utils import timezone
+
+from clusters.credentials import CredentialError, credentials_for, decrypt, encrypt, reencrypt
+from clusters.credentials import is_current as credential_is_current
+from clusters.inventory import conf
+from clusters.inventory.sync import RemoteJob, Snapshot, SyncStats, apply_snapshot
+from clusters.k8s import (
+    BadRequest,
+    Credentials,
+    KubeError,
+    NodeInfo,
+    NotFound,
+    iter_node_pages,
+    list_jobs,
+    list_storage_classes,
+)
+from clusters.models import Cluster, ClusterState, NetworkDomain
+from clusters.signals import inventory_changed
+from rlark_site.exceptions import ApplicationError
+
+logger = logging.getLogger(__name__)
+
+_ERROR_MAX = 2000
+
+
+# The registry
+
+
+def _validated(cluster: Cluster) -> Cluster:
+    try:
+        cluster.full_clean()
+    except ValidationError as exc:
+        errors = exc.message_dict
+        message = "; ".join(f"{field}: {' '.join(texts)}" for field, texts in errors.items())
+        raise ApplicationError(message, extra={"errors": errors}) from exc
+    return cluster
+
+
+def _enabled_state(cluster: Cluster) -> str:
+    return ClusterState.OK if cluster.last_success_at else ClusterState.NEVER_POLLED
+
+
+@transaction.atomic
+def cluster_create(
+    *,
+    name: str,
+    namespace: str,
+    api_url: str,
+    token: str = "",
+    ca_cert: str = "",
+    verify_tls: bool = True,
+    enabled: bool = True,
+) -> Cluster:
+    """Register a cluster; it is polled at the next beat round."""
+    cluster = _validated(
+        Cluster(
+            name=name,
+            namespace=namespace,
+            api_url=api_url,
+            token_encrypted=encrypt(token),
+            ca_cert_encrypted=encrypt(ca_cert),
+            verify_tls=verify_tls,
+            enabled=enabled,
+            state=ClusterState.NEVER_POLLED if enabled else ClusterState.DISABLED,
+        )
+    )
+    cluster.save()
+    return cluster
+
+
+@transaction.atomic
+def cluster_update(
+    *,
+    cluster: Cluster,
+    namespace: str | None = None,
+    api_url: str | None = None,
+    token: str | None = None,
+    ca_cert: str | None = None,
+    verify_tls: bool | None = None,
+    enabled: bool | None = None,
+) -> Cluster:
+    """Change a cluster. None keeps a field; an empty `token`/`ca_cert` removes it.
+
+    Only fields whose value really changes are saved, so the audit shows real changes.
+    """
+    changed: set[str] = set()
+
+    def put(field: str, value: object) -> None:
+        if getattr(cluster, field) != value:
+            setattr(cluster, field, value)
+            changed.add(field)
+
+    if namespace is not None:
+        put("namespace", namespace)
+    if api_url is not None:
+        put("api_url", api_url)
+    if verify_tls is not None:
+        put("verify_tls", verify_tls)
+    if token is not None and _secret_differs(cluster.token_encrypted, token):
+        put("token_encrypted", encrypt(token))
+    if ca_cert is not None and _secret_differs(cluster.ca_cert_encrypted, ca_cert):
+        put("ca_cert_encrypted", encrypt(ca_cert))
+    if enabled is not None and enabled != cluster.enabled:
+        put("enabled", enabled)
+        put("state", _enabled_state(cluster) if enabled else ClusterState.DISABLED)
+        put("next_poll_at", timezone.now() if enabled else None)
+    if changed:
+        _validated(cluster).save(update_fields=sorted(changed))
+    return cluster
+
+
+def _secret_differs(stored: str, wanted: str) -> bool:
+    try:
+        return decrypt(stored) != wanted
+    except CredentialError:
+        return True
+
+
+def cluster_set_enabled(*, cluster: Cluster, enabled: bool) -> Cluster:
+    """Stop or resume polling a cluster (its nodes stay in the inventory)."""
+    return cluster_update(cluster=cluster, enabled=enabled)
+
+
+@transaction.atomic
+def cluster_delete(*, cluster: Cluster) -> None:
+    """Remove a cluster and its inventory; refused while verifications refer to it."""
+    try:
+        cluster.delete()
+    except ProtectedError as exc:
+        raise ApplicationError(
+            f"Cluster {cluster.name} has verifications on record; disable it instead.",
+            status_code=409,
+        ) from exc
+
+
+def _queue_poll(cluster_id: int) -> None:
+    """Queue a poll task once the current transaction commits."""
+    from clusters.tasks import poll_cluster_task  # the task module imports this one
+
+    transaction.on_commit(lambda: poll_cluster_task.delay(cluster_id))
+
+
+@transaction.atomic
+def cluster_poll_request(*, cluster: Cluster) -> None:
+    """Poll a cluster now (on demand), in the background."""
+    if not cluster.enabled:
+        raise ApplicationError(
+            f"Cluster {cluster.name} is disabled; enable it before polling.", status_code=409
+        )
+    _queue_poll(cluster.id)
+
+
+def credentials_rotate() -> int:
+    """Re-encrypt every stored credential with the newest key; returns how many changed.
+
+    Credentials already under the newest key are left alone (no audit noise).
+    """
+    rotated = 0
+    for cluster_id in Cluster.objects.order_by("id").values_list("id", flat=True):
+        with transaction.atomic():
+            cluster = Cluster.objects.select_for_update().get(id=cluster_id)
+            fields = [
+                field
+                for field in ("token_encrypted", "ca_cert_encrypted")
+                if not credential_is_current(getattr(cluster, field))
+            ]
+            for field in fields:
+                setattr(cluster, field, reencrypt(getattr(cluster, field)))
+            if fields:
+                cluster.save(update_fields=fields)
+                rotated += 1
+    return rotated
+
+
+@dataclass(frozen=True)
+class ClusterRegistration:
+    """A cluster as a fleet file (or another source of truth) describes it."""
+
+    name: str
+    namespace: str
+    api_url: str
+    token: str
+    verify_tls: bool
+
+
+@transaction.atomic
+def cluster_register(*, registration: ClusterRegistration) -> tuple[Cluster, bool]:
+    """Create the cluster, or bring an existing one in line; `(cluster, created)`.
+
+    Idempotent: registering the same description twice changes nothing (and writes nothing).
+    """
+    cluster = Cluster.objects.select_for_update().filter(name=registration.name).first()
+    if cluster is None:
+        created = cluster_create(
+            name=registration.name,
+            namespace=registration.namespace,
+            api_url=registration.api_url,
+            token=registration.token,
+            verify_tls=registration.verify_tls,
+        )
+        return created, True
+    updated = cluster_update(
+        cluster=cluster,
+        namespace=registration.namespace,
+        api_url=registration.api_url,
+        token=registration.token,
+        verify_tls=registration.verify_tls,
+    )
+    return updated, False
+
+
+@transaction.atomic
+def network_domain_register(*, name: str, cluster_names: Sequence[str]) -> NetworkDomain:
+    """Create (or update) a network domain spanning exactly the named clusters."""
+    clusters = list(Cluster.objects.filter(name__in=cluster_names))
+    missing = sorted(set(cluster_names) - {c.name for c in clusters})
+    if missing:
+        raise ApplicationError(f"Network domain {name}: unknown clusters {', '.join(missing)}.")
+    domain = NetworkDomain.objects.filter(name=name).first()
+    if domain is None:
+        domain = NetworkDomain(name=name)
+        try:
+            domain.full_clean()
+        except ValidationError as exc:
+            raise ApplicationError(f"Network domain {name}: {exc.messages[0]}") from exc
+        domain.save()
+    domain.clusters.set(clusters)
+    return domain
+
+
+# The inventory poll
+
+
+class PollOutcome(StrEnum):
+    OK = "ok"
+    FAILED = "failed"
+    BUSY = "busy"  # another poller holds the lease
+    SKIPPED = "skipped"  # missing or disabled
+
+
+@dataclass(frozen=True)
+class PollResult:
+    """What one `poll_cluster` call did."""
+
+    cluster_id: int
+    cluster: str
+    outcome: PollOutcome
+    error: str = ""
+    generation: int = 0
+    pages: int = 0
+    nodes: int = 0
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    gone: int = 0
+    returned: int = 0
+    labels_changed: int = 0
+    storage_classes_changed: bool = False
+    jobs: int = 0
+    changed: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == PollOutcome.OK
+
+    def summary(self) -> str:
+        """One line for logs and commands."""
+        if self.outcome != PollOutcome.OK:
+            detail = f" ({self.error})" if self.error else ""
+            return f"{self.cluster}: {self.outcome.value}{detail}"
+        return (
+            f"{self.cluster}: ok, {self.nodes} nodes in {self.pages} pages "
+            f"(new {self.created}, changed {self.updated}, unchanged {self.unchanged}, "
+            f"gone {self.gone}, back {self.returned}), generation {self.generation}"
+        )
+
+
+class _LeaseLost(Exception):
+    """The lease expired and another poller took the cluster over."""
+
+
+def _claim(cluster_id: int) -> datetime | None:
+    """Take the cluster's poll lease; returns its expiry (our token) or None when busy."""
+    now = timezone.now()
+    until = now + conf.lease_duration()
+    claimed = (
+        Cluster.objects.filter(id=cluster_id, enabled=True)
+        .filter(Q(poll_lease_until__isnull=True) | Q(poll_lease_until__lte=now))
+        .update(poll_lease_until=until)
+    )
+    return until if claimed else None
+
+
+def _not_claimed(cluster_id: int) -> PollResult:
+    cluster = Cluster.objects.filter(id=cluster_id).first()
+    if cluster is None:
+        return PollResult(cluster_id, "", PollOutcome.SKIPPED, "no such cluster")
+    if not cluster.enabled:
+        return PollResult(cluster_id, cluster.name, PollOutcome.SKIPPED, "disabled")
+    return PollResult(
+        cluster_id, cluster.name, PollOutcome.BUSY, "another poll holds the lease"
+    )
+
+
+def _list_nodes(credentials: Credentials) -> tuple[list[NodeInfo], int]:
+    """Every node, page by page; one restart when the continue token expires mid-listing."""
+    for restart in (False, True):
+        nodes: list[NodeInfo] = []
+        pages = 0
+        try:
+            for page in iter_node_pages(
+                credentials=credentials,
+                page_size=conf.page_size(),
+                timeout=conf.kube_timeout(),
+                attempts=conf.read_attempts(),
+            ):
+                nodes.extend(page)
+                pages += 1
+            return nodes, pages
+        except BadRequest as error:
+            if restart or error.reason != "Expired":
+                raise
+    raise AssertionError("unreachable")
+
+
+def _list_jobs(credentials: Credentials, namespace: str) -> list[RemoteJob]:
+    """The rlinf.io Jobs in the cluster's namespace (none when the CRD is not installed)."""
+    try:
+        documents = list_jobs(
+            credentials=credentials,
+            namespace=namespace,
+            timeout=conf.kube_timeout(),
+            attempts=conf.read_attempts(),
+        )
+    except NotFound:
+        return []
+    jobs = []
+    for document in documents:
+        metadata = document.get("metadata") or {}
+        if metadata.get("name"):
+            jobs.append(
+                RemoteJob(
+                    namespace=str(metadata.get("namespace") or namespace),
+                    name=str(metadata["name"]),
+                    uid=str(metadata.get("uid") or ""),
+                )
+            )
+    return jobs
+
+
+def _fetch(cluster: Cluster) -> Snapshot:
+    credentials = credentials_for(cluster)
+    nodes, pages = _list_nodes(credentials)
+    storage_classes = list_storage_classes(
+        credentials=credentials, timeout=conf.kube_timeout(), attempts=conf.read_attempts()
+    )
+    jobs = _list_jobs(credentials, cluster.namespace)
+    return Snapshot(nodes=nodes, pages=pages, storage_classes=storage_classes, jobs=jobs)
+
+
+def _locked_with_lease(cluster_id: int, lease: datetime) -> Cluster:
+    cluster = Cluster.objects.select_for_update().filter(id=cluster_id).first()
+    if cluster is None or cluster.poll_lease_until != lease:
+        raise _LeaseLost
+    return cluster
+
+
+def _announce(cluster: Cluster, generation: int) -> None:
+    transaction.on_commit(
+        lambda: inventory_changed.send(sender=Cluster, cluster=cluster, generation=generation)
+    )
+
+
+def _ok_result(cluster: Cluster, snapshot: Snapshot, stats: SyncStats) -> PollResult:
+    return PollResult(
+        cluster_id=cluster.id,
+        cluster=cluster.name,
+        outcome=PollOutcome.OK,
+        generation=cluster.generation,
+        pages=snapshot.pages,
+        nodes=stats.nodes,
+        created=stats.created,
+        updated=stats.updated,
+        unchanged=stats.unchanged,
+        gone=stats.gone,
+        returned=stats.returned,
+        labels_changed=stats.labels_changed,
+        storage_classes_changed=stats.storage_classes_changed,
+        jobs=stats.jobs,
+        changed=stats.changed,
+    )
+
+
+@transaction.atomic
+def _record_success(cluster_id: int, lease: datetime, snapshot: Snapshot) -> PollResult:
+    cluster = _locked_with_lease(cluster_id, lease)
+    now = timezone.now()
+    stats = apply_snapshot(
+        cluster=cluster, snapshot=snapshot, now=now, batch_size=conf.page_size()
+    )
+    cluster.generation += int(stats.node_set_or_labels_changed)
+    cluster.state = ClusterState.OK
+    cluster.last_polled_at = cluster.last_success_at = now
+    cluster.last_error = ""
+    cluster.failure_count = 0
+    cluster.next_poll_at = now + conf.poll_interval()
+    cluster.poll_lease_until = None
+    cluster.save(
+        update_fields=[
+            "generation", "state", "last_polled_at", "last_success_at", "last_error",
+            "failure_count", "next_poll_at", "poll_lease_until",
+        ]
+    )
+    if stats.changed:
+        _announce(cluster, cluster.generation)
+    return _ok_result(cluster, snapshot, stats)
+
+
+def retry_delay(failure_count: int) -> timedelta:
+    """The pause after the `failure_count`-th failure in a row: base, 2x, 4x, ... up to the cap."""
+    doubled = conf.retry_base() * 2 ** max(0, min(failure_count - 1, 30))
+    return min(doubled, conf.retry_cap())
+
+
+def _error_text(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"[:_ERROR_MAX]
+
+
+@transaction.atomic
+def _record_failure(cluster_id: int, lease: datetime, error: BaseException) -> PollResult:
+    cluster = _locked_with_lease(cluster_id, lease)
+    now = timezone.now()
+    cluster.state = ClusterState.STALE
+    cluster.last_polled_at = now
+    cluster.last_error = _error_text(error)
+    cluster.failure_count += 1
+    cluster.next_poll_at = now + retry_delay(cluster.failure_count)
+    cluster.poll_lease_until = None
+    cluster.save(
+        update_fields=[
+            "state", "last_polled_at", "last_error", "failure_count", "next_poll_at",
+            "poll_lease_until",
+        ]
+    )
+    logger.warning("inventory poll of %s failed: %s", cluster.name, cluster.last_error)
+    return PollResult(
+        cluster.id, cluster.name, PollOutcome.FAILED, cluster.last_error,
+        generation=cluster.generation,
+    )
+
+
+def poll_cluster(*, cluster_id: int) -> PollResult:
+    """Poll one cluster's nodes, storage classes and Jobs into the inventory.
+
+    Returns BUSY without calling the cluster when another poll holds its lease, and
+    SKIPPED for a missing or disabled cluster. Cluster errors (HTTP 5xx, 401, timeouts,
+    refused connections, undecryptable credentials) end as FAILED with the cluster
+    marked stale; anything unexpected is recorded the same way and then re-raised.
+    """
+    lease = _claim(cluster_id)
+    if lease is None:
+        return _not_claimed(cluster_id)
+    try:
+        snapshot = _fetch(Cluster.objects.get(id=cluster_id))
+        return _record_success(cluster_id, lease, snapshot)
+    except _LeaseLost:
+        return _lease_lost(cluster_id)
+    except (KubeError, CredentialError) as error:
+        return _failed(cluster_id, lease, error)
+    except Exception as error:
+        _failed(cluster_id, lease, error)
+        raise
+
+
+def _lease_lost(cluster_id: int) -> PollResult:
+    name = Cluster.objects.filter(id=cluster_id).values_list("name", flat=True).first()
+    return PollResult(cluster_id, name or "", PollOutcome.BUSY, "the poll lease was lost")
+
+
+def _failed(cluster_id: int, lease: datetime, error: BaseException) -> PollResult:
+    try:
+        return _record_failure(cluster_id, lease, error)
+    except _LeaseLost:
+        return _lease_lost(cluster_id)
+
+
+@transaction.atomic
+def clusters_due_claim() -> list[int]:
+    """Ids of enabled clusters due for a poll, each pushed one interval ahead.
+
+    Pushing `next_poll_at` at once means a poll that is queued but not started yet is not
+    queued again by the next beat round; the poll itself then sets the real next time.
+    """
+    now = timezone.now()
+    due = list(
+        Cluster.objects.select_for_update(skip_locked=True)
+        .filter(enabled=True)
+        .filter(Q(next_poll_at__isnull=True) | Q(next_poll_at__lte=now))
+        .filter(Q(poll_lease_until__isnull=True) | Q(poll_lease_until__lte=now))
+        .order_by("id")
+        .values_list("id", flat=True)
+    )
+    if due:
+        Cluster.objects.filter(id__in=due).update(next_poll_at=now + conf.poll_interval())
+    return due
+
+
+def poll_due_clusters() -> list[int]:
+    """Queue one poll task per due cluster (after commit); returns their ids."""
+    with transaction.atomic():
+        due = clusters_due_claim()
+        for cluster_id in due:
+            _queue_poll(cluster_id)
+    return due

@@ -1,0 +1,39 @@
+"""Background work of the clusters app: the inventory poll.
+
+Beat runs `poll_due_clusters` every few seconds (schedule in `rlark_site/celery.py`); it
+queues one `poll_cluster_task` per due cluster, so a slow or failing cluster only ever
+occupies its own task.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+
+from clusters.inventory import conf, services
+
+logger = logging.getLogger(__name__)
+
+
+@shared_task(
+    name="clusters.tasks.poll_due_clusters",
+    ignore_result=True,
+    soft_time_limit=30,
+    time_limit=60,
+)
+def poll_due_clusters() -> list[int]:
+    """Fan out: one poll task for every enabled cluster whose `next_poll_at` has come."""
+    return services.poll_due_clusters()
+
+
+@shared_task(
+    name="clusters.tasks.poll_cluster_task",
+    ignore_result=True,
+    soft_time_limit=conf.task_soft_time_limit(),
+    time_limit=conf.task_time_limit(),
+)
+def poll_cluster_task(cluster_id: int) -> None:
+    """Poll one cluster's inventory."""
+    result = services.poll_cluster(cluster_id=cluster_id)
+    logger.info("inventory poll %s", result.summary())
