@@ -1,0 +1,100 @@
+"""Helpers every wizard view shares: loading the draft, URLs, turning refusals into findings."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from django.http import Http404, HttpRequest
+from django.urls import NoReverseMatch, reverse
+from django.utils.translation import gettext as _
+
+from jobs.drafts.selectors import job_get_for_user
+from jobs.models import Job, JobState
+from jobs.wizard.fields import STEP_REVIEW, STEP_ROLES, STEP_WORKERS, FindingView, place_of
+from rlark_site.exceptions import ApplicationError, NotFoundError
+
+__all__ = [
+    "error_view",
+    "load_job",
+    "optional_url",
+    "refusal_findings",
+    "run_record_url",
+    "step_url",
+]
+
+
+def load_job(request: HttpRequest, name: str) -> Job:
+    """The user's job by name; 404 when it is missing or another team's."""
+    try:
+        return job_get_for_user(request.user, name)
+    except NotFoundError as exc:
+        raise Http404(exc.message) from exc
+
+
+def is_draft(job: Job) -> bool:
+    return job.state == JobState.DRAFT
+
+
+def step_url(name: str, step: int, role: int | None = None) -> str:
+    step = min(max(step, STEP_ROLES), STEP_REVIEW)
+    url = reverse("jobs:wizard-step", kwargs={"name": name, "step": step})
+    if step == STEP_WORKERS and role:
+        url += f"?role={role}"
+    return url
+
+
+def optional_url(route: str) -> str:
+    """The URL of a page another part of RLark may provide; "" while it does not exist."""
+    try:
+        return reverse(route)
+    except NoReverseMatch:
+        return ""
+
+
+def run_record_url(name: str) -> str:
+    """The run record page of a submitted job (the lookup page when no direct page exists)."""
+    for route, kwargs, query in (
+        ("jobs:run-record", {"name": name}, ""),
+        ("jobs:run-record-lookup", {}, f"?name={name}"),
+    ):
+        try:
+            return reverse(route, kwargs=kwargs) + query
+        except NoReverseMatch:
+            continue
+    return reverse("jobs:list")
+
+
+def error_view(*, code: str, message: str, field: str | None) -> FindingView:
+    """A refusal shown like a finding, next to `field` (``form.*`` codes are the form's own)."""
+    return FindingView(code=code, severity="error", message=message, role=None, field=field,
+                       anchor="", place=place_of(field))
+
+
+def refusal_findings(exc: ApplicationError, *, default_field: str | None) -> list[FindingView]:
+    """A service refusal as findings: the engine's findings it carries, else its message."""
+    raw = exc.extra.get("findings")
+    views = [
+        error_view(code=str(item.get("code", "")), message=str(item.get("message", "")),
+                   field=item.get("field") or default_field)
+        for item in (raw if isinstance(raw, list) else [])
+        if isinstance(item, Mapping)
+    ]
+    field = exc.extra.get("field")
+    return views or [error_view(code="refused", message=exc.message,
+                                field=str(field) if field else default_field)]
+
+
+def form_error_views(errors: Mapping[str, Iterable[Any]], paths: Mapping[str, str],
+                     ) -> list[FindingView]:
+    """A Django form's errors as findings placed on the fields they concern."""
+    views = []
+    for name, messages in errors.items():
+        for message in messages:
+            views.append(error_view(code=f"form.{name}", message=str(message),
+                                    field=paths.get(name)))
+    return views
+
+
+def not_a_draft_message() -> str:
+    return _("This job was submitted; its draft can no longer be changed.")

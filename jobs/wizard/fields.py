@@ -1,0 +1,203 @@
+"""Where a finding belongs on the page: from the engine's `finding.field` to a form input.
+
+The engine names fields as paths into the SPEC 12 draft body (``name``,
+``roles[0].gpus``, ``roles[1].env[2].name``, ``ssh_keys[0]``). Each path has one HTML
+anchor (`field_anchor`), used as the input's ``id`` and as the target of the links on
+the review step. A page registers the paths it renders; each finding is attached to the
+longest registered prefix of its path (``roles[0].devices[3]`` falls back to
+``roles[0].devices``, then ``roles[0]``), so nothing the engine reports is ever dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from jobs.spec import Finding
+
+__all__ = [
+    "STEP_COMMON",
+    "STEP_REVIEW",
+    "STEP_ROLES",
+    "STEP_WORKERS",
+    "FieldMap",
+    "FieldState",
+    "FindingView",
+    "field_anchor",
+    "finding_views",
+    "parent_paths",
+    "place_of",
+]
+
+STEP_ROLES, STEP_WORKERS, STEP_COMMON, STEP_REVIEW = 1, 2, 3, 4
+
+_ROLE_PATH = re.compile(r"roles\[(\d+)\](?:\.(.+))?")
+_LAST_PART = re.compile(r"(?:\.[^.\[\]]+|\[[^\]]*\])$")
+_JOB_FIELD_STEPS = {
+    "name": STEP_ROLES,
+    "team": STEP_ROLES,
+    "task_type": STEP_ROLES,
+    "roles": STEP_ROLES,
+    "header_role": STEP_ROLES,
+    "network_domain": STEP_COMMON,
+    "ssh_keys": STEP_COMMON,
+    "run_script": STEP_COMMON,
+    "tensorboard_log_dir": STEP_COMMON,
+    "launch_list": STEP_COMMON,
+    "deployment_parameters": STEP_COMMON,
+}
+
+
+def field_anchor(path: str) -> str:
+    """The HTML id of the input for `path` (``roles[0].env[2].name`` → ``f-roles-0-env-2-name``)."""
+    return "f-" + re.sub(r"[^A-Za-z0-9_]+", "-", path).strip("-")
+
+
+def parent_paths(path: str) -> list[str]:
+    """`path` and each shorter path it lies under, longest first."""
+    paths = [path]
+    while (shorter := _LAST_PART.sub("", paths[-1])) and shorter != paths[-1]:
+        paths.append(shorter)
+    return paths
+
+
+@dataclass(frozen=True)
+class Place:
+    """The step (and for step 2 the role tab) where a field is edited."""
+
+    step: int
+    role: int | None = None
+
+
+def place_of(path: str | None) -> Place:
+    if not path:
+        return Place(STEP_REVIEW)
+    role = _ROLE_PATH.fullmatch(path)
+    if role is not None:
+        index, rest = int(role.group(1)), role.group(2) or ""
+        if rest == "name":
+            return Place(STEP_ROLES, index)
+        return Place(STEP_WORKERS, index)
+    top = re.split(r"[.\[]", path, maxsplit=1)[0]
+    return Place(_JOB_FIELD_STEPS.get(top, STEP_REVIEW))
+
+
+@dataclass(frozen=True)
+class FindingView:
+    """A finding as the page shows it, with where its field is edited."""
+
+    code: str
+    severity: str
+    message: str
+    role: str | None
+    field: str | None
+    anchor: str
+    place: Place
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity == "error"
+
+
+def finding_views(findings: Iterable[Finding]) -> list[FindingView]:
+    return [
+        FindingView(
+            code=f.code, severity=f.severity, message=str(f.message), role=f.role,
+            field=f.field, anchor=field_anchor(f.field) if f.field else "",
+            place=place_of(f.field),
+        )
+        for f in findings
+    ]
+
+
+@dataclass
+class FieldState:
+    """One input's id and the findings shown next to it (with the ARIA wiring)."""
+
+    path: str
+    findings: list[FindingView] = field(default_factory=list)
+    autofocus: bool = False
+    hint: bool = False
+
+    @property
+    def id(self) -> str:
+        return field_anchor(self.path)
+
+    @property
+    def findings_id(self) -> str:
+        return f"{self.id}-findings"
+
+    @property
+    def hint_id(self) -> str:
+        return f"{self.id}-hint"
+
+    @property
+    def invalid(self) -> bool:
+        return any(f.is_error for f in self.findings)
+
+    @property
+    def attrs(self) -> SafeString:
+        """``aria-invalid``, ``aria-describedby`` and ``autofocus`` for the input element."""
+        described = [self.hint_id] if self.hint else []
+        if self.findings:
+            described.append(self.findings_id)
+        parts: list[tuple[str, str]] = []
+        if self.invalid:
+            parts.append(("aria-invalid", "true"))
+        if described:
+            parts.append(("aria-describedby", " ".join(described)))
+        html = format_html_join("", ' {}="{}"', parts)
+        if self.autofocus:
+            html = format_html("{} autofocus", html)
+        return html
+
+
+class FieldMap:
+    """The fields one page renders, each with the findings attached to it.
+
+    `fields.get(path)` answers for any path (a path not registered has no findings);
+    templates read registered ones as ``f.name``.
+    """
+
+    def __init__(self, findings: Sequence[FindingView], paths: Iterable[str], *,
+                 hints: Iterable[str] = (), include: Callable[[FindingView], bool] | None = None,
+                 ) -> None:
+        hinted = set(hints)
+        self._states = {p: FieldState(path=p, hint=p in hinted) for p in paths}
+        self.general: list[FindingView] = []  # this page's findings without a field here
+        for finding in findings:
+            if include is not None and not include(finding):
+                continue
+            state = self._state_for(finding.field)
+            if state is None:
+                self.general.append(finding)
+            else:
+                state.findings.append(finding)
+        self._focus_first_error(findings)
+
+    def _state_for(self, path: str | None) -> FieldState | None:
+        if not path:
+            return None
+        for candidate in parent_paths(path):
+            if candidate in self._states:
+                return self._states[candidate]
+        return None
+
+    def _focus_first_error(self, findings: Sequence[FindingView]) -> None:
+        for finding in findings:
+            state = self._state_for(finding.field) if finding.is_error else None
+            if state is not None and state.invalid:
+                state.autofocus = True
+                return
+
+    def __getitem__(self, path: str) -> FieldState:
+        """A registered field (KeyError otherwise, so templates fall back to attributes)."""
+        return self._states[path]
+
+    def get(self, path: str) -> FieldState:
+        """The field at `path`; one without findings when the page did not register it."""
+        return self._states.get(path) or FieldState(path=path)

@@ -1,0 +1,142 @@
+"""Reads the wizard needs besides the draft itself: what a cluster offers, the team's records.
+
+Every function answers in a fixed number of queries, however many nodes or records exist:
+label pairs and device names are aggregated in PostgreSQL, not in Python.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import connection
+
+from clusters.models import Cluster, NetworkDomain, StorageClass
+from jobs.models import DeploymentParameters, LaunchList, SSHKey
+from rlark_site.tenancy.models import Team
+
+__all__ = [
+    "ClusterOffer",
+    "LabelKey",
+    "LabelValue",
+    "TeamRecords",
+    "cluster_by_name",
+    "cluster_names",
+    "cluster_offer",
+    "network_domain_names",
+    "team_records",
+]
+
+# Distinct key=value pairs of a cluster's present nodes, with how many nodes carry each.
+_LABELS_SQL = """
+SELECT kv.key, kv.value, count(*)
+FROM clusters_node n
+JOIN clusters_cluster c ON c.id = n.cluster_id
+CROSS JOIN LATERAL jsonb_each_text(
+    CASE WHEN jsonb_typeof(n.labels) = 'object' THEN n.labels ELSE '{}'::jsonb END
+) AS kv(key, value)
+WHERE c.name = %s AND NOT n.gone
+GROUP BY kv.key, kv.value
+ORDER BY kv.key, kv.value
+"""
+
+_DEVICES_SQL = """
+SELECT DISTINCT d.key
+FROM clusters_node n
+JOIN clusters_cluster c ON c.id = n.cluster_id
+CROSS JOIN LATERAL jsonb_object_keys(
+    CASE WHEN jsonb_typeof(n.devices) = 'object' THEN n.devices ELSE '{}'::jsonb END
+) AS d(key)
+WHERE c.name = %s AND NOT n.gone AND d.key LIKE 'rlinf.io/%%'
+ORDER BY d.key
+"""
+
+
+@dataclass(frozen=True)
+class LabelValue:
+    value: str
+    count: int  # nodes of the cluster carrying key=value
+
+
+@dataclass(frozen=True)
+class LabelKey:
+    key: str
+    values: tuple[LabelValue, ...]
+
+
+@dataclass(frozen=True)
+class ClusterOffer:
+    """What the form offers for one cluster: labels, `rlinf.io/*` devices, storage classes."""
+
+    name: str
+    labels: tuple[LabelKey, ...]
+    device_names: tuple[str, ...]
+    storage_classes: tuple[str, ...]
+
+    def offers_pair(self, key: str, value: str) -> bool:
+        return any(k.key == key and any(v.value == value for v in k.values) for k in self.labels)
+
+
+EMPTY_OFFER = ClusterOffer(name="", labels=(), device_names=(), storage_classes=())
+
+
+def cluster_names() -> list[str]:
+    """Clusters a role can be placed in (enabled ones), by name."""
+    enabled = Cluster.objects.filter(enabled=True).order_by("name")
+    return list(enabled.values_list("name", flat=True))
+
+
+def _labels(cluster: str) -> tuple[LabelKey, ...]:
+    grouped: dict[str, list[LabelValue]] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(_LABELS_SQL, [cluster])
+        for key, value, count in cursor.fetchall():
+            grouped.setdefault(str(key), []).append(LabelValue(str(value), int(count)))
+    return tuple(LabelKey(key, tuple(values)) for key, values in grouped.items())
+
+
+def _device_names(cluster: str) -> tuple[str, ...]:
+    with connection.cursor() as cursor:
+        cursor.execute(_DEVICES_SQL, [cluster])
+        return tuple(str(row[0]) for row in cursor.fetchall())
+
+
+def cluster_offer(cluster: str) -> ClusterOffer:
+    """The labels, devices and storage classes of `cluster`'s present nodes (empty if unknown)."""
+    if not cluster:
+        return EMPTY_OFFER
+    storage = StorageClass.objects.filter(cluster__name=cluster).order_by("name")
+    return ClusterOffer(
+        name=cluster,
+        labels=_labels(cluster),
+        device_names=_device_names(cluster),
+        storage_classes=tuple(storage.values_list("name", flat=True)),
+    )
+
+
+def cluster_by_name(name: str) -> Cluster | None:
+    """A cluster (global, not tenant data) by name, for requests that need the row."""
+    return Cluster.objects.filter(name=name).first() if name else None
+
+
+def network_domain_names() -> list[str]:
+    return list(NetworkDomain.objects.order_by("name").values_list("name", flat=True))
+
+
+@dataclass(frozen=True)
+class TeamRecords:
+    """The team's SSH keys, launch lists and deployment parameters, for step 3's choices."""
+
+    ssh_keys: tuple[tuple[str, str], ...]  # (name, fingerprint)
+    launch_lists: tuple[tuple[int, str], ...]  # (id, title)
+    deployment_parameters: tuple[tuple[int, str], ...]
+
+
+def team_records(team: Team) -> TeamRecords:
+    keys = SSHKey.objects.filter(team=team).order_by("name").values_list("name", "fingerprint")
+    lists = LaunchList.objects.filter(team=team).order_by("-updated_at", "-id")
+    params = DeploymentParameters.objects.filter(team=team).order_by("-updated_at", "-id")
+    return TeamRecords(
+        ssh_keys=tuple(keys),
+        launch_lists=tuple(lists.values_list("id", "title")),
+        deployment_parameters=tuple(params.values_list("id", "title")),
+    )

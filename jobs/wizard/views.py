@@ -1,0 +1,138 @@
+"""The job list and the four-step create-job wizard (server-rendered, htmx where it helps).
+
+Every step saves the draft through `jobs.drafts.services.job_update` (creation through
+`job_create`), then redirects (POST/redirect/GET), so back, forward, reload and resuming
+later all show what is stored. Findings come from one place, `jobs.context.evaluate`.
+Moving between steps is never blocked by findings: they travel with the draft, are shown
+next to their fields on every visit and block only the final submit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import Prefetch
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from jobs.context import name_findings, name_is_taken
+from jobs.drafts.selectors import job_list_for_user
+from jobs.models import Job, Role, TaskType
+from jobs.wizard import role_views, step_views
+from jobs.wizard.common import is_draft, load_job, not_a_draft_message, run_record_url, step_url
+from jobs.wizard.fields import STEP_COMMON, STEP_REVIEW, STEP_ROLES, STEP_WORKERS, FieldState
+from jobs.wizard.fields import finding_views as to_views
+from rlark_site.tenancy.access import current_team
+
+__all__ = [
+    "check_name",
+    "job_list",
+    "manifest_download",
+    "submit",
+    "wizard_new",
+    "wizard_resume",
+    "wizard_step",
+]
+
+JOBS_PER_PAGE = 50
+
+
+@login_required
+@require_GET
+def job_list(request: HttpRequest) -> HttpResponse:
+    """The current team's jobs: drafts continue in the wizard, others open their run record."""
+    team = current_team(request)
+    jobs = job_list_for_user(request.user, team=team) if team is not None else Job.objects.none()
+    jobs = jobs.prefetch_related(Prefetch("roles", queryset=Role.objects.only(
+        "id", "job_id", "position", "cluster")))
+    page = Paginator(jobs, JOBS_PER_PAGE).get_page(request.GET.get("page"))
+    rows = [_job_row(job) for job in page.object_list]
+    return render(request, "jobs/list.html", {"team": team, "page": page, "rows": rows})
+
+
+def _job_row(job: Job) -> dict[str, Any]:
+    draft = is_draft(job)
+    clusters = [job.cluster] if job.cluster else sorted(
+        {role.cluster for role in job.roles.all() if role.cluster}
+    )
+    return {
+        "job": job,
+        "draft": draft,
+        "clusters": clusters,
+        "type_label": dict(TaskType.choices).get(job.task_type, job.task_type),
+        "url": step_url(job.name, job.wizard_step) if draft else run_record_url(job.name),
+    }
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def wizard_new(request: HttpRequest) -> HttpResponse:
+    """Step 1 of a job that does not exist yet; the draft is created when it is saved."""
+    team = current_team(request)
+    if team is None:
+        raise Http404(_("You are not in any team."))
+    return step_views.basics(request, team=team, job=None)
+
+
+@login_required
+@require_GET
+def wizard_resume(request: HttpRequest, name: str) -> HttpResponse:
+    job = load_job(request, name)
+    if not is_draft(job):
+        return redirect(run_record_url(job.name))
+    return redirect(step_url(job.name, job.wizard_step))
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def wizard_step(request: HttpRequest, name: str, step: int) -> HttpResponse:
+    job = load_job(request, name)
+    if not is_draft(job):
+        messages.info(request, not_a_draft_message())
+        return redirect(run_record_url(job.name))
+    if step == STEP_ROLES:
+        return step_views.basics(request, team=job.team, job=job)
+    if step == STEP_WORKERS:
+        return role_views.workers(request, job=job)
+    if step == STEP_COMMON:
+        return step_views.common(request, job=job)
+    if step == STEP_REVIEW:
+        return step_views.review(request, job=job)
+    return HttpResponseRedirect(step_url(job.name, job.wizard_step))
+
+
+@login_required
+@require_GET
+def check_name(request: HttpRequest) -> HttpResponse:
+    """Live feedback on a job name: the engine's ``job.name.*`` findings (htmx partial)."""
+    name = request.GET.get("name", "").strip()
+    current = request.GET.get("job", "")
+    exclude = load_job(request, current).pk if current else None
+    findings = name_findings(name, taken=name_is_taken(name, exclude_job_id=exclude)) if name \
+        else []
+    state = FieldState(path="name", findings=to_views(findings))
+    return render(request, "jobs/wizard/_name_feedback.html", {
+        "f": state, "name": name, "available": bool(name) and not findings,
+    })
+
+
+@login_required
+@require_GET
+def manifest_download(request: HttpRequest, name: str) -> HttpResponse:
+    """The exact YAML the review step shows, as ``<name>.yaml``."""
+    job = load_job(request, name)
+    manifest = step_views.manifest_of(job)
+    response = HttpResponse(manifest.yaml, content_type="application/yaml; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{job.name}.yaml"'
+    return response
+
+
+@login_required
+@require_POST
+def submit(request: HttpRequest, name: str) -> HttpResponse:
+    return step_views.submit(request, job=load_job(request, name))
