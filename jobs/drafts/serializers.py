@@ -7,6 +7,7 @@ and reported as ``gpu.invalid``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -59,6 +60,8 @@ def _text_field(**kwargs: Any) -> serializers.CharField:
 
 def _scalar(value: Any) -> Any:
     """A number or a string, kept as typed; containers are a shape error."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise serializers.ValidationError(gettext("Numbers must be finite."))
     if value is None or isinstance(value, (bool, int, float)):
         return value
     if isinstance(value, str):

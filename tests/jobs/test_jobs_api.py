@@ -171,6 +171,21 @@ def test_a_body_that_is_not_an_object_answers_400(api: APIClient) -> None:
     assert response.json()["detail"].startswith("Malformed request body")
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"name": "x", "roles": [{"gpus": 1e999}]}',
+        '{"name": "x", "roles": [{"devices": {"rlinf.io/rdma": -1e999}}]}',
+        '{"name": "x", "roles": ' + "[" * 50_000 + "]" * 50_000 + "}",
+    ],
+)
+def test_numbers_and_nesting_json_cannot_store_answer_400(api: APIClient, raw: str) -> None:
+    response = api.post(JOBS, raw, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["detail"].startswith("Malformed request body")
+    assert not Job.objects.exists()
+
+
 def test_a_taken_name_answers_400_with_the_finding_and_creates_nothing(
     api: APIClient, outsider_api: APIClient, other_team: Team
 ) -> None:
