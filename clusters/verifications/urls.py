@@ -1,3 +1,10 @@
-from django.urls import URLPattern, URLResolver
+from django.urls import URLPattern, URLResolver, path
 
-urlpatterns: list[URLPattern | URLResolver] = []
+from clusters.verifications import views
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("verifications/", views.team_verifications, name="verifications"),
+    path("verifications/queue/", views.queue, name="queue"),
+    path("verifications/queue/<int:verification_id>/decide/", views.queue_decide,
+         name="queue-decide"),
+]

@@ -1,0 +1,149 @@
+"""Pages: a team's own verification requests, and the platform admins' queue.
+
+The queue decides without leaving the page: with htmx, a decision re-renders just that
+request's panel in its decided state; without JavaScript the form posts and redirects back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_http_methods, require_POST
+
+from clusters.models import Verification
+from clusters.verifications.forms import DecisionForm, QueueFilterForm, VerificationRequestForm
+from clusters.verifications.selectors import (
+    verification_get,
+    verification_list_for_team,
+    verification_queue,
+    verification_result,
+)
+from clusters.verifications.services import (
+    verification_approve,
+    verification_reject,
+    verification_request_outcome,
+)
+from rlark_site.exceptions import ApplicationError, NotFoundError
+from rlark_site.tenancy.access import current_team, is_platform_admin
+
+PAGE_SIZE = 25
+
+
+def _require_admin(request: HttpRequest) -> None:
+    if not is_platform_admin(request.user):
+        raise Http404(_("Page not found."))
+
+
+def _item(verification: Verification, form: DecisionForm | None = None) -> dict[str, Any]:
+    return {
+        "verification": verification,
+        "result": verification_result(verification),
+        "form": form or DecisionForm(verification=verification),
+    }
+
+
+def _request_outcome_message(request: HttpRequest, reused: bool, updated: bool) -> None:
+    if updated:
+        messages.success(request, _("Your open request for this combination now asks for "
+                                    "these confirmations too."))
+    elif reused:
+        messages.success(request, _("An open request for this cluster and selector exists "
+                                    "already; it is shown below."))
+    else:
+        messages.success(request, _("Verification requested. An admin will review it."))
+
+
+def _submit_request(request: HttpRequest, form: VerificationRequestForm) -> bool:
+    team = current_team(request)
+    if team is None:
+        raise Http404(_("Page not found."))
+    data = form.cleaned_data
+    try:
+        outcome = verification_request_outcome(
+            team=team, user=request.user, cluster=data["cluster"], selector=data["conditions"],
+            for_header_role=data["for_header_role"], requested_gpu=data["requested_gpu"],
+            requested_devices=data["requested_devices"],
+            requested_host_paths=data["requested_host_paths"], note=data["note"],
+        )
+    except ApplicationError as exc:
+        form.add_error(None, exc.message)
+        for finding in exc.extra.get("findings", []):
+            form.add_error(None, finding["message"])
+        return False
+    _request_outcome_message(request, outcome.reused, outcome.updated)
+    return True
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def team_verifications(request: HttpRequest) -> HttpResponse:
+    """The current team's requests and outcomes, newest first, with a request form."""
+    team = current_team(request)
+    form = VerificationRequestForm(request.POST or None)
+    if request.method == "POST" and form.is_valid() and _submit_request(request, form):
+        return redirect(reverse("clusters:verifications"))
+    page = None
+    if team is not None:
+        page = Paginator(verification_list_for_team(team=team), PAGE_SIZE).get_page(
+            request.GET.get("page")
+        )
+    return render(request, "clusters/verifications/team.html",
+                  {"form": form, "team": team, "page": page})
+
+
+@login_required
+def queue(request: HttpRequest) -> HttpResponse:
+    """Platform admins' queue: oldest first, filtered by state, cluster and team."""
+    _require_admin(request)
+    filters = QueueFilterForm(request.GET or None)
+    verifications = verification_queue(user=request.user, **filters.filters())
+    page = Paginator(verifications, PAGE_SIZE).get_page(request.GET.get("page"))
+    params = request.GET.copy()
+    params.pop("page", None)
+    return render(request, "clusters/verifications/queue.html", {
+        "filters": filters, "page": page, "items": [_item(v) for v in page.object_list],
+        "query": params.urlencode(),
+    })
+
+
+def _decide(request: HttpRequest, form: DecisionForm) -> str | None:
+    """Run the decision; the error message to show on the panel, if any."""
+    data = form.cleaned_data
+    verification_id = form.verification.pk
+    try:
+        if data["decision"] == "approve":
+            verification_approve(verification_id=verification_id, admin=request.user,
+                                 note=data["note"], **form.confirmations())
+        else:
+            verification_reject(verification_id=verification_id, admin=request.user,
+                                note=data["note"])
+    except ApplicationError as exc:
+        return exc.message
+    return None
+
+
+@login_required
+@require_POST
+def queue_decide(request: HttpRequest, verification_id: int) -> HttpResponse:
+    """Approve or reject one request; answers the re-rendered panel to htmx."""
+    _require_admin(request)
+    try:
+        verification = verification_get(user=request.user, verification_id=verification_id)
+    except NotFoundError as exc:
+        raise Http404(exc.message) from exc
+    form = DecisionForm(request.POST, verification=verification)
+    error = _decide(request, form) if form.is_valid() else _("Choose approve or reject.")
+    if not getattr(request, "htmx", False):
+        if error:
+            messages.error(request, error)
+        return redirect(f"{reverse('clusters:queue')}#verification-{verification_id}")
+    verification = verification_get(user=request.user, verification_id=verification_id)
+    context = {**_item(verification, form if error else None), "error": error}
+    return render(request, "clusters/verifications/_panel.html", context)

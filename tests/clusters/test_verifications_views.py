@@ -1,0 +1,207 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from clusters.models import Cluster, Node, Verification, VerificationState
+from clusters.verifications.services import (
+    verification_approve,
+    verification_request,
+    verifications_follow_inventory,
+)
+from tests.conftest import PASSWORD
+from tests.factories import load_fleet_rows
+
+pytestmark = pytest.mark.django_db
+
+A100_IN_A = {"rlinf.io/gpu-model": "a100", "topology.rlinf.io/cluster": "gpu-a"}
+QUEUE = "/clusters/verifications/queue/"
+TEAM_PAGE = "/clusters/verifications/"
+
+
+@pytest.fixture(autouse=True)
+def demo_inventory() -> None:
+    load_fleet_rows()
+
+
+def logged_in(user: Any) -> Client:
+    client = Client()
+    assert client.login(username=user.username, password=PASSWORD)
+    return client
+
+
+def pending(team: Any, user: Any, selector: dict[str, str] = A100_IN_A,
+            **kwargs: Any) -> Verification:
+    return verification_request(team=team, user=user, cluster=Cluster.objects.get(name="gpu-a"),
+                                selector=selector, **kwargs)
+
+
+def decide_url(verification: Verification) -> str:
+    return reverse("clusters:queue-decide", args=[verification.pk])
+
+
+def test_the_url_names_navigation_expects_exist() -> None:
+    assert reverse("clusters:verifications") == TEAM_PAGE
+    assert reverse("clusters:queue") == QUEUE
+
+
+@pytest.mark.parametrize("who", ["member", "owner", "outsider"])
+def test_the_queue_is_not_found_for_non_admins(request: Any, team: Any, member: Any,
+                                               who: str) -> None:
+    pending(team, member)
+    user = request.getfixturevalue(who)
+    assert logged_in(user).get(QUEUE).status_code == 404
+
+
+def test_deciding_is_not_found_for_non_admins(team: Any, member: Any, owner: Any) -> None:
+    verification = pending(team, member)
+    response = logged_in(owner).post(decide_url(verification),
+                                     {"decision": "approve", "note": "mine"})
+    assert response.status_code == 404
+    verification.refresh_from_db()
+    assert verification.state == VerificationState.PENDING
+
+
+def test_the_queue_lists_pending_oldest_first_with_the_automated_result(
+    team: Any, member: Any, other_team: Any, outsider: Any, admin_user: Any,
+) -> None:
+    first = pending(team, member, {"rlinf.io/gpu-model": "a100"}, requested_gpu=8,
+                    requested_host_paths=["/data/models"])
+    second = pending(other_team, outsider, for_header_role=True)
+    page = logged_in(admin_user).get(QUEUE).content.decode()
+    assert page.index(f'id="verification-{first.pk}"') < page.index(
+        f'id="verification-{second.pk}"'
+    )
+    assert 'data-code="selector.cross_cluster"' in page
+    assert 'data-code="header.replicas"' in page
+    assert "b-node-13" in page and "rl-gpu-b" in page
+    assert "/data/models" in page
+    assert "topology.rlinf.io/cluster=gpu-a" in page  # second's confining condition
+
+
+def test_the_queue_filters_by_cluster_team_and_state(
+    team: Any, member: Any, other_team: Any, outsider: Any, admin_user: Any,
+) -> None:
+    mine = pending(team, member)
+    theirs = verification_request(team=other_team, user=outsider,
+                                  cluster=Cluster.objects.get(name="cpu-c"),
+                                  selector={"rlinf.io/pool": "env-c"})
+    client = logged_in(admin_user)
+    by_cluster = client.get(QUEUE, {"cluster": "cpu-c"}).content.decode()
+    assert f"verification-{theirs.pk}" in by_cluster and f"verification-{mine.pk}" not in by_cluster
+    by_team = client.get(QUEUE, {"team": "vision-rl"}).content.decode()
+    assert f"verification-{mine.pk}" in by_team and f"verification-{theirs.pk}" not in by_team
+    approved = client.get(QUEUE, {"state": "approved"}).content.decode()
+    assert "verification-" not in approved
+
+
+def test_an_htmx_approval_swaps_the_panel_to_its_decided_state(
+    team: Any, member: Any, admin_user: Any,
+) -> None:
+    verification = pending(team, member, requested_host_paths=["/data/models"])
+    response = logged_in(admin_user).post(
+        decide_url(verification),
+        {"decision": "approve", "note": "racks checked", "confirm_host_paths": ["/data/models"]},
+        HTTP_HX_REQUEST="true",
+    )
+    assert response.status_code == 200
+    panel = response.content.decode()
+    assert panel.lstrip().startswith(f'<article class="card verification" id="verification-'
+                                     f'{verification.pk}" data-state="approved"')
+    assert "racks checked" in panel and "<form" not in panel
+    verification.refresh_from_db()
+    assert verification.state == VerificationState.APPROVED
+    assert verification.confirmed_host_paths == ["/data/models"]
+
+
+def test_a_late_decision_shows_who_won_on_the_panel(
+    team: Any, member: Any, admin_user: Any,
+) -> None:
+    verification = pending(team, member)
+    verification_approve(verification_id=verification.pk, admin=admin_user, note="first")
+    response = logged_in(admin_user).post(
+        decide_url(verification), {"decision": "reject", "note": "second"},
+        HTTP_HX_REQUEST="true",
+    )
+    panel = response.content.decode()
+    assert 'role="alert"' in panel and 'data-state="approved"' in panel
+    verification.refresh_from_db()
+    assert verification.decision_note == "first"
+
+
+def test_a_rejection_without_a_note_keeps_the_form(team: Any, member: Any,
+                                                   admin_user: Any) -> None:
+    verification = pending(team, member)
+    panel = logged_in(admin_user).post(
+        decide_url(verification), {"decision": "reject", "note": ""}, HTTP_HX_REQUEST="true",
+    ).content.decode()
+    assert 'role="alert"' in panel and "<form" in panel
+
+
+def test_without_htmx_a_decision_redirects_to_the_queue(
+    team: Any, member: Any, admin_user: Any,
+) -> None:
+    verification = pending(team, member)
+    response = logged_in(admin_user).post(decide_url(verification),
+                                          {"decision": "reject", "note": "wrong pool"})
+    assert response.status_code == 302 and response["Location"].startswith(QUEUE)
+    verification.refresh_from_db()
+    assert verification.state == VerificationState.REJECTED
+
+
+def test_stale_approvals_show_in_the_queue_with_the_drift(
+    team: Any, member: Any, admin_user: Any,
+) -> None:
+    verification = pending(team, member)
+    verification_approve(verification_id=verification.pk, admin=admin_user, note="ok")
+    Node.objects.filter(name="a-node-05").update(gone=True)
+    verifications_follow_inventory(cluster=Cluster.objects.get(name="gpu-a"))
+    page = logged_in(admin_user).get(QUEUE).content.decode()
+    assert f'id="verification-{verification.pk}" data-state="stale"' in page
+    assert "No longer matched" in page and "gpu-a/a-node-05" in page
+
+
+def test_a_team_member_requests_and_sees_only_their_teams_requests(
+    team: Any, member: Any, other_team: Any, outsider: Any,
+) -> None:
+    theirs = verification_request(team=other_team, user=outsider,
+                                  cluster=Cluster.objects.get(name="gpu-a"), selector=A100_IN_A)
+    client = logged_in(member)
+    response = client.post(TEAM_PAGE, {
+        "cluster": "gpu-a", "conditions": "topology.rlinf.io/cluster=gpu-a\nrlinf.io/pool=a100-a",
+        "requested_gpu": "8", "requested_devices": "rlinf.io/rdma=2",
+        "requested_host_paths": "/data/models\n/data/ckpt", "note": "ppo run",
+    })
+    assert response.status_code == 302
+    mine = Verification.objects.get(team=team)
+    assert mine.selector == {"topology.rlinf.io/cluster": "gpu-a", "rlinf.io/pool": "a100-a"}
+    assert (mine.requested_gpu, mine.requested_devices) == (8, {"rlinf.io/rdma": 2})
+    assert mine.requested_host_paths == ["/data/ckpt", "/data/models"]
+    page = client.get(TEAM_PAGE).content.decode()
+    assert f'id="request-{mine.pk}"' in page and f'id="request-{theirs.pk}"' not in page
+
+
+def test_the_request_form_shows_selector_problems(team: Any, member: Any) -> None:
+    response = logged_in(member).post(TEAM_PAGE, {
+        "cluster": "gpu-a", "conditions": "rlinf.io/pool=a\nrlinf.io/pool=b",
+    })
+    assert response.status_code == 200
+    assert "appears 2 times" in response.content.decode()
+    assert not Verification.objects.exists()
+
+
+def test_the_team_page_shows_the_outcome(team: Any, member: Any, admin_user: Any) -> None:
+    verification = pending(team, member)
+    verification_approve(verification_id=verification.pk, admin=admin_user,
+                         note="placement ok")
+    page = logged_in(member).get(TEAM_PAGE).content.decode()
+    assert f'id="request-{verification.pk}" data-state="approved"' in page
+    assert "placement ok" in page and admin_user.username in page
+
+
+def test_pages_need_login() -> None:
+    assert Client().get(TEAM_PAGE).status_code == 302
+    assert Client().get(QUEUE).status_code == 302
