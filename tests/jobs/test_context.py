@@ -22,12 +22,14 @@ from tests.factories import load_fleet_rows
 
 pytestmark = pytest.mark.django_db
 
-ROLES = [
-    {"name": "Actor", "cluster": "gpu-a",
-     "selector": {"kubernetes.io/hostname": "a-head-01", "topology.rlinf.io/cluster": "gpu-a"}},
-    {"name": "Rollout", "cluster": "gpu-a",
-     "selector": {"rlinf.io/pool": "a100-a", "topology.rlinf.io/cluster": "gpu-a"}},
-    {"name": "Environment", "cluster": "cpu-c", "selector": {"rlinf.io/pool": "env-c"}},
+HEAD: dict[str, str] = {"kubernetes.io/hostname": "a-head-01",
+                        "topology.rlinf.io/cluster": "gpu-a"}
+POOL_A: dict[str, str] = {"rlinf.io/pool": "a100-a", "topology.rlinf.io/cluster": "gpu-a"}
+ENV_C: dict[str, str] = {"rlinf.io/pool": "env-c"}
+ROLES: list[dict[str, Any]] = [
+    {"name": "Actor", "cluster": "gpu-a", "selector": HEAD},
+    {"name": "Rollout", "cluster": "gpu-a", "selector": POOL_A},
+    {"name": "Environment", "cluster": "cpu-c", "selector": ENV_C},
 ]
 # evaluate(job) for a job fetched by job_get_for_user: SSH keys twice, the name twice,
 # three for the clusters, one for network domains, the verifications; clusters.matching
@@ -97,8 +99,8 @@ def test_matches_and_network_domains_are_loaded(team: Team, owner: Any) -> None:
     domain.clusters.set(Cluster.objects.filter(name__in=["gpu-a", "cpu-c"]))
     NetworkDomain.objects.create(name="empty")
     ctx = check_context_for(spec_from_job(make_job(team, owner)), team=team)
-    assert ctx.match_for(ROLES[1]["selector"]).count == 12
-    assert ctx.match_for(ROLES[0]["selector"]).count == 1
+    assert ctx.match_for(POOL_A).count == 12
+    assert ctx.match_for(HEAD).count == 1
     assert ctx.network_domains == {"a-to-c": {"gpu-a", "cpu-c"}, "empty": frozenset()}
 
 
@@ -107,12 +109,12 @@ def test_the_teams_own_verifications_are_loaded(
 ) -> None:
     cluster = Cluster.objects.get(name="gpu-a")
     verification = verification_request(team=team, user=owner, cluster=cluster,
-                                        selector=ROLES[1]["selector"])
+                                        selector=POOL_A)
     verification_approve(verification_id=verification.pk, admin=admin_user, note="ok")
     spec = spec_from_job(make_job(team, owner))
-    view = check_context_for(spec, team=team).verification_for("gpu-a", ROLES[1]["selector"])
+    view = check_context_for(spec, team=team).verification_for("gpu-a", POOL_A)
     assert view is not None and (view.id, view.state) == (verification.pk, "approved")
-    assert check_context_for(spec, team=team).verification_for("gpu-a", ROLES[0]["selector"]) \
+    assert check_context_for(spec, team=team).verification_for("gpu-a", HEAD) \
         is None
     assert check_context_for(spec, team=other_team).verifications == {}
 
@@ -181,5 +183,5 @@ def test_query_count_does_not_grow_with_jobs_or_nodes(
     )
     with django_assert_max_num_queries(bound):
         evaluation = evaluate(job_get_for_user(owner, "ppo"))
-    assert evaluation.ctx.match_for(ROLES[1]["selector"]).count == 512
+    assert evaluation.ctx.match_for(POOL_A).count == 512
     assert _evaluate_queries(owner, "ppo") == before
