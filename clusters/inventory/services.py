@@ -185,7 +185,10 @@ def credentials_rotate() -> int:
                 if not credential_is_current(getattr(cluster, field))
             ]
             for field in fields:
-                setattr(cluster, field, reencrypt(getattr(cluster, field)))
+                try:
+                    setattr(cluster, field, reencrypt(getattr(cluster, field)))
+                except CredentialError as error:
+                    raise CredentialError(f"Cluster {cluster.name}: {error}") from error
             if fields:
                 cluster.save(update_fields=fields)
                 rotated += 1
