@@ -67,14 +67,6 @@ def _error_path(errors: Any, path: tuple[str, ...] = ()) -> tuple[tuple[str, ...
     return path, str(errors)
 
 
-def _body(request: Request) -> Any:
-    """The parsed body; nesting too deep for the JSON parser is a malformed body, not a 500."""
-    try:
-        return request.data
-    except RecursionError as exc:
-        raise ApplicationError(_("Malformed request body: nested too deeply.")) from exc
-
-
 def _validated(serializer: serializers.Serializer) -> dict[str, Any]:
     """The shape-checked body, or a 400 naming the first problem and listing all of them."""
     if not serializer.is_valid():
@@ -112,7 +104,7 @@ class JobListView(generics.ListAPIView):
 
     @extend_schema(request=JobDraftSerializer, responses={201: JobDetailSerializer, **_ERRORS})
     def post(self, request: Request) -> Response:
-        data = _validated(JobDraftSerializer(data=_body(request)))
+        data = _validated(JobDraftSerializer(data=request.data))
         team = team_for_user(request.user, data.get("team"))
         job = job_create(team=team, user=request.user, data=data)
         return _detail(job, request, status_code=status.HTTP_201_CREATED)
@@ -125,7 +117,7 @@ class JobDetailView(APIView):
 
     def _update(self, request: Request, name: str, *, partial: bool) -> Response:
         job = job_get_for_user(request.user, name)
-        data = _validated(JobDraftSerializer(data=_body(request), partial=partial))
+        data = _validated(JobDraftSerializer(data=request.data, partial=partial))
         job = job_update(job=job, user=request.user, data=data, partial=partial)
         return _detail(job, request)
 
@@ -204,7 +196,7 @@ class SSHKeyListView(generics.ListAPIView):
 
     @extend_schema(request=SSHKeyInSerializer, responses={201: SSHKeySerializer, **_ERRORS})
     def post(self, request: Request) -> Response:
-        data = _validated(SSHKeyInSerializer(data=_body(request)))
+        data = _validated(SSHKeyInSerializer(data=request.data))
         key = ssh_key_create(
             team=team_for_user(request.user, data.get("team")), user=request.user,
             name=data["name"], public_key=data["public_key"],

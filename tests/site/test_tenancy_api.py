@@ -86,3 +86,11 @@ def test_bad_json_is_a_400_with_a_clear_message(api_client_for, admin_user) -> N
                               content_type="application/json")
     assert response.status_code == 400
     assert response.json()["detail"].startswith("Malformed request body: JSON parse error")
+
+
+def test_deeply_nested_json_is_a_400_not_a_500(api_client_for, admin_user) -> None:
+    body = "[" * 100_000 + "]" * 100_000
+    response = api_client_for(admin_user).generic(
+        "POST", "/api/v1/teams/", body, content_type="application/json")
+    assert response.status_code == 400
+    assert "nested too deeply" in response.json()["detail"]
