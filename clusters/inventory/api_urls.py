@@ -1,3 +1,10 @@
-from django.urls import URLPattern, URLResolver
+from django.urls import URLPattern, URLResolver, path
 
-urlpatterns: list[URLPattern | URLResolver] = []
+from clusters.inventory import api
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("clusters/", api.ClusterListView.as_view(), name="clusters"),
+    path("clusters/<slug:name>/", api.ClusterDetailView.as_view(), name="cluster-detail"),
+    path("clusters/<slug:name>/poll/", api.ClusterPollView.as_view(), name="cluster-poll"),
+    path("nodes/", api.NodeListView.as_view(), name="nodes"),
+]

@@ -1,3 +1,13 @@
-from django.urls import URLPattern, URLResolver
+from django.urls import URLPattern, URLResolver, path
 
-urlpatterns: list[URLPattern | URLResolver] = []
+from clusters.inventory import views
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("", views.cluster_list_view, name="list"),
+    path("add/", views.cluster_add_view, name="add"),
+    path("nodes/", views.node_list_view, name="nodes"),
+    path("cluster/<slug:name>/", views.cluster_detail_view, name="detail"),
+    path("cluster/<slug:name>/edit/", views.cluster_edit_view, name="edit"),
+    path("cluster/<slug:name>/enabled/", views.cluster_enabled_view, name="enabled"),
+    path("cluster/<slug:name>/poll/", views.cluster_poll_view, name="poll"),
+]

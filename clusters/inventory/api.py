@@ -1,0 +1,216 @@
+"""REST endpoints of the cluster registry and the global node inventory.
+
+Everyone signed in reads; platform admins write. Credentials are write-only: responses
+say only whether a token or CA certificate is stored (`has_token`, `has_ca_cert`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils.translation import gettext as _
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.permissions import SAFE_METHODS, BasePermission
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from clusters.inventory.selectors import (
+    cluster_get,
+    cluster_list,
+    label_filter_from_text,
+    node_list,
+)
+from clusters.inventory.services import (
+    cluster_create,
+    cluster_delete,
+    cluster_poll_request,
+    cluster_update,
+)
+from clusters.models import Cluster, Node
+from rlark_site.exceptions import ApplicationError
+from rlark_site.tenancy.access import is_platform_admin
+
+
+class ReadAllWriteAdmins(BasePermission):
+    """Signed-in users read; only platform admins change anything."""
+
+    message = "Only platform admins manage clusters."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        if not request.user or not request.user.is_authenticated:
+            return False
+        return request.method in SAFE_METHODS or is_platform_admin(request.user)
+
+
+class ClusterSerializer(serializers.ModelSerializer):
+    node_count = serializers.IntegerField(read_only=True, help_text="Nodes not gone.")
+    ready_count = serializers.IntegerField(read_only=True, help_text="Ready nodes not gone.")
+    gone_count = serializers.IntegerField(read_only=True, help_text="Nodes that vanished.")
+    has_token = serializers.SerializerMethodField()
+    has_ca_cert = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Cluster
+        fields = [
+            "name", "namespace", "api_url", "verify_tls", "enabled", "has_token", "has_ca_cert",
+            "state", "last_polled_at", "last_success_at", "last_error", "failure_count",
+            "next_poll_at", "generation", "node_count", "ready_count", "gone_count",
+            "created_at",
+        ]
+
+    def get_has_token(self, cluster: Cluster) -> bool:
+        return bool(cluster.token_encrypted)
+
+    def get_has_ca_cert(self, cluster: Cluster) -> bool:
+        return bool(cluster.ca_cert_encrypted)
+
+
+class ClusterCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=63)
+    namespace = serializers.CharField(max_length=63)
+    api_url = serializers.URLField(max_length=500)
+    token = serializers.CharField(
+        required=False, allow_blank=True, write_only=True, style={"input_type": "password"},
+        help_text="Bearer token; stored encrypted, never returned.",
+    )
+    ca_cert = serializers.CharField(
+        required=False, allow_blank=True, write_only=True, trim_whitespace=False,
+        help_text="PEM CA certificate; stored encrypted, never returned.",
+    )
+    verify_tls = serializers.BooleanField(default=True)
+    enabled = serializers.BooleanField(default=True)
+
+
+class ClusterUpdateSerializer(serializers.Serializer):
+    """Every field optional; an empty `token`/`ca_cert` removes the stored one."""
+
+    namespace = serializers.CharField(max_length=63, required=False)
+    api_url = serializers.URLField(max_length=500, required=False)
+    token = serializers.CharField(
+        required=False, allow_blank=True, write_only=True, style={"input_type": "password"}
+    )
+    ca_cert = serializers.CharField(
+        required=False, allow_blank=True, write_only=True, trim_whitespace=False
+    )
+    verify_tls = serializers.BooleanField(required=False)
+    enabled = serializers.BooleanField(required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "name" in self.initial_data:
+            raise serializers.ValidationError({"name": _("A cluster's name cannot change.")})
+        return attrs
+
+
+class NodeSerializer(serializers.ModelSerializer):
+    cluster = serializers.CharField(source="cluster.name")
+
+    class Meta:
+        model = Node
+        fields = [
+            "cluster", "name", "namespace", "labels", "gpu", "devices", "ready", "gone",
+            "first_seen", "last_seen",
+        ]
+
+
+class NodeFilterSerializer(serializers.Serializer):
+    cluster = serializers.CharField(required=False, allow_blank=True, max_length=63)
+    selector = serializers.CharField(required=False, allow_blank=True, max_length=4000)
+    include_gone = serializers.BooleanField(default=False)
+
+
+def _cluster_response(user: Any, name: str, *, code: int = status.HTTP_200_OK) -> Response:
+    return Response(ClusterSerializer(cluster_get(user=user, name=name)).data, status=code)
+
+
+class ClusterListView(APIView):
+    permission_classes = [ReadAllWriteAdmins]
+    pagination_class = LimitOffsetPagination
+
+    @extend_schema(responses=ClusterSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        """Every cluster with its poll state and node counts."""
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(cluster_list(user=request.user), request, view=self)
+        return paginator.get_paginated_response(ClusterSerializer(page, many=True).data)
+
+    @extend_schema(request=ClusterCreateSerializer, responses={201: ClusterSerializer})
+    def post(self, request: Request) -> Response:
+        """Register a cluster (platform admins). It is polled at the next beat round."""
+        data = ClusterCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        cluster = cluster_create(**data.validated_data)
+        return _cluster_response(request.user, cluster.name, code=status.HTTP_201_CREATED)
+
+
+class ClusterDetailView(APIView):
+    permission_classes = [ReadAllWriteAdmins]
+
+    @extend_schema(responses=ClusterSerializer)
+    def get(self, request: Request, name: str) -> Response:
+        return _cluster_response(request.user, name)
+
+    @extend_schema(request=ClusterUpdateSerializer, responses=ClusterSerializer)
+    def patch(self, request: Request, name: str) -> Response:
+        """Change a cluster (platform admins); the name is fixed."""
+        cluster = cluster_get(user=request.user, name=name)
+        data = ClusterUpdateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        cluster_update(cluster=cluster, **data.validated_data)
+        return _cluster_response(request.user, name)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, name: str) -> Response:
+        """Remove a cluster and its inventory (platform admins); 409 while verified."""
+        cluster_delete(cluster=cluster_get(user=request.user, name=name))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ClusterPollView(APIView):
+    permission_classes = [ReadAllWriteAdmins]
+
+    @extend_schema(
+        request=None,
+        responses={202: inline_serializer("PollQueued", {
+            "cluster": serializers.CharField(), "state": serializers.CharField(),
+        })},
+    )
+    def post(self, request: Request, name: str) -> Response:
+        """Poll the cluster's inventory now, in the background (platform admins)."""
+        cluster = cluster_get(user=request.user, name=name)
+        cluster_poll_request(cluster=cluster)
+        return Response({"cluster": cluster.name, "state": "queued"},
+                        status=status.HTTP_202_ACCEPTED)
+
+
+class NodeListView(APIView):
+    pagination_class = LimitOffsetPagination
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("cluster", str, description="only this cluster"),
+            OpenApiParameter(
+                "selector", str, description="label conditions `k=v,k2=v2` (AND)"
+            ),
+            OpenApiParameter("include_gone", bool, description="also vanished nodes"),
+        ],
+        responses=NodeSerializer(many=True),
+    )
+    def get(self, request: Request) -> Response:
+        """The global node inventory, filtered; a bad selector answers 400 with `problems`."""
+        data = NodeFilterSerializer(data=request.query_params)
+        data.is_valid(raise_exception=True)
+        label_filter = label_filter_from_text(data.validated_data.get("selector", ""))
+        if label_filter.problems:
+            raise ApplicationError(
+                _("The selector is not valid."), extra={"problems": label_filter.problems}
+            )
+        nodes = node_list(
+            user=request.user, cluster=data.validated_data.get("cluster") or None,
+            selector=label_filter.selector,
+            include_gone=data.validated_data["include_gone"],
+        )
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(nodes, request, view=self)
+        return paginator.get_paginated_response(NodeSerializer(page, many=True).data)

@@ -1,0 +1,99 @@
+"""Reads of the cluster registry and the global node inventory.
+
+Clusters and nodes are not tenant-owned: every signed-in user reads them all (SPEC 12);
+only platform admins change them (enforced by the views and the API).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Count, Q, QuerySet
+from django.utils.translation import gettext as _
+
+from clusters.labels import SELECTOR_SYNTAX, parse_selector_text, selector_problems
+from clusters.models import Cluster, ClusterJob, Node
+from rlark_site.exceptions import ApplicationError, NotFoundError
+from rlark_site.tenancy.access import AnyUser
+
+
+@dataclass(frozen=True)
+class LabelFilter:
+    """`key=value` conditions typed by a user, parsed; `problems` says what is wrong."""
+
+    selector: dict[str, str] = field(default_factory=dict)
+    problems: list[dict[str, Any]] = field(default_factory=list)
+
+
+def label_filter_from_text(text: str) -> LabelFilter:
+    """Parse `k=v,k2=v2` (commas or newlines). Blank text filters nothing."""
+    pairs, unparseable = parse_selector_text(text or "")
+    problems: list[dict[str, Any]] = [
+        {
+            "code": SELECTOR_SYNTAX,
+            "message": _("%(part)s is not a key=value condition.") % {"part": repr(part)},
+            "detail": {"part": part},
+        }
+        for part in unparseable
+    ]
+    if pairs:
+        problems += [
+            {"code": p.code, "message": p.message, "detail": p.detail}
+            for p in selector_problems(pairs)
+        ]
+    if problems:
+        return LabelFilter(problems=problems)
+    return LabelFilter(selector=dict(pairs))
+
+
+def _readable(user: AnyUser, queryset: QuerySet[Any]) -> QuerySet[Any]:
+    return queryset if user.is_authenticated else queryset.none()
+
+
+def cluster_list(*, user: AnyUser) -> QuerySet[Cluster]:
+    """Every cluster with its node counts: `node_count` (not gone), `ready_count`, `gone_count`."""
+    clusters = Cluster.objects.annotate(
+        node_count=Count("nodes", filter=Q(nodes__gone=False)),
+        ready_count=Count("nodes", filter=Q(nodes__gone=False, nodes__ready=True)),
+        gone_count=Count("nodes", filter=Q(nodes__gone=True)),
+    ).order_by("name")
+    return _readable(user, clusters)
+
+
+def cluster_get(*, user: AnyUser, name: str) -> Cluster:
+    """One cluster by name (with its node counts), or NotFoundError."""
+    cluster = cluster_list(user=user).filter(name=name).first()
+    if cluster is None:
+        raise NotFoundError(f"No cluster named {name!r}.")
+    return cluster
+
+
+def cluster_jobs(*, user: AnyUser, cluster: Cluster) -> QuerySet[ClusterJob]:
+    """The Jobs the last poll saw on the cluster."""
+    return _readable(user, ClusterJob.objects.filter(cluster=cluster).order_by("namespace", "name"))
+
+
+def node_list(
+    *,
+    user: AnyUser,
+    cluster: str | None = None,
+    selector: Mapping[str, str] | None = None,
+    include_gone: bool = False,
+) -> QuerySet[Node]:
+    """The global inventory, optionally narrowed to one cluster and to label conditions.
+
+    Label conditions use JSONB containment (`labels @> {...}`), answered by the GIN index.
+    An unknown cluster name is an `ApplicationError` (400), not an empty list.
+    """
+    nodes = Node.objects.select_related("cluster").order_by("cluster__name", "name")
+    if cluster:
+        if not Cluster.objects.filter(name=cluster).exists():
+            raise ApplicationError(f"No cluster named {cluster!r}.")
+        nodes = nodes.filter(cluster__name=cluster)
+    if selector:
+        nodes = nodes.filter(labels__contains=dict(selector))
+    if not include_gone:
+        nodes = nodes.filter(gone=False)
+    return _readable(user, nodes)
