@@ -14,6 +14,7 @@ from django.db.models import Prefetch, Q, QuerySet
 from django.utils.translation import gettext as _
 from pghistory.models import Events
 
+from clusters.models import Verification
 from jobs.models import (
     DeploymentParameters,
     FirstRunCheck,
@@ -36,6 +37,7 @@ from rlark_site.tenancy.models import Team
 __all__ = [
     "AUDIT_EVENTS_IN_CHAIN",
     "audit_events_for_user",
+    "deployment_parameters_for_team",
     "deployment_parameters_for_user",
     "deployment_parameters_get_for_user",
     "events_as_dicts",
@@ -48,6 +50,7 @@ __all__ = [
     "run_record_chain",
     "run_record_get_for_user",
     "run_records_for_user",
+    "verifications_for_team",
 ]
 
 AUDIT_EVENTS_IN_CHAIN = 1000
@@ -80,6 +83,18 @@ def deployment_parameters_for_user(user: Any, *,
     if team is not None:
         records = records.filter(team=team)
     return records.prefetch_related("jobs", "verifications").order_by("-updated_at", "-id")
+
+
+def deployment_parameters_for_team(team: Team) -> QuerySet[DeploymentParameters]:
+    """Choices for a form of a team the caller already belongs to."""
+    return DeploymentParameters.objects.filter(team=team).order_by("title", "id")
+
+
+def verifications_for_team(team: Team) -> QuerySet[Verification]:
+    """The team's verification requests, newest first (choices for deployment parameters)."""
+    return Verification.objects.filter(team=team).select_related("cluster").order_by(
+        "-created_at", "-id"
+    )
 
 
 def deployment_parameters_get_for_user(user: Any, pk: int) -> DeploymentParameters:

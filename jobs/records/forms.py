@@ -1,0 +1,223 @@
+"""Forms of the record pages (shape only; the services check links and ownership)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from django import forms
+from django.db.models import QuerySet
+from django.utils.translation import gettext_lazy as _
+
+from clusters.models import Verification
+from jobs.models import DeploymentParameters, Job, LaunchList
+from jobs.records.checklist import ANSWERS, CHECKLIST
+from jobs.records.serializers import MAX_TEXT, RoleConstraintSerializer, errors_detail
+
+_TEXTAREA = {"rows": 3, "spellcheck": "false"}
+
+
+def _text(label: Any, *, rows: int = 3, help_text: Any = "") -> forms.CharField:
+    return forms.CharField(
+        label=label, required=False, max_length=MAX_TEXT, strip=False, help_text=help_text,
+        widget=forms.Textarea(attrs={**_TEXTAREA, "rows": rows}),
+    )
+
+
+def signals_as_text(signals: list[dict[str, Any]]) -> str:
+    lines = []
+    for item in signals or []:
+        minutes = item.get("within_minutes")
+        lines.append(" | ".join([str(item.get("signal", "")), str(item.get("where", "")),
+                                 "" if minutes is None else str(minutes)]))
+    return "\n".join(lines)
+
+
+def _parse_signal(number: int, line: str) -> dict[str, Any]:
+    parts = [part.strip() for part in line.split("|")]
+    if len(parts) > 3 or not parts[0]:
+        raise forms.ValidationError(
+            _("Line %(n)d: write “what | where | minutes”.") % {"n": number}
+        )
+    where = parts[1] if len(parts) > 1 else ""
+    minutes_text = parts[2] if len(parts) > 2 else ""
+    minutes = None
+    if minutes_text:
+        if not minutes_text.isdigit() or int(minutes_text) < 1:
+            raise forms.ValidationError(
+                _("Line %(n)d: minutes must be a whole number above 0.") % {"n": number}
+            )
+        minutes = int(minutes_text)
+    return {"signal": parts[0], "where": where, "within_minutes": minutes}
+
+
+class LaunchListForm(forms.Form):
+    title = forms.CharField(label=_("Title"), max_length=200)
+    entry = _text(_("Entry command or config"),
+                  help_text=_("What the run script starts, e.g. python -m rlinf.train --config "
+                              "ppo.yaml."))
+    datasets = _text(_("Datasets"))
+    models_used = _text(_("Models"))
+    hyperparameters = _text(_("Hyper-parameters"))
+    notes = _text(_("Notes"), rows=4)
+    expected_signals = _text(
+        _("Expected first valid signals"), rows=4,
+        help_text=_("One per line: what | where to look | within how many minutes of Running. "
+                    "“Running” is a scheduling state only: the job page asks whether this "
+                    "signal came."),
+    )
+    deployment_parameters = forms.ModelChoiceField(
+        label=_("Deployment parameters"), required=False,
+        queryset=DeploymentParameters.objects.none(),
+        help_text=_("The two records reference each other."),
+    )
+
+    def __init__(self, *args: Any, parameters: QuerySet[DeploymentParameters], **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        field = self.fields["deployment_parameters"]
+        assert isinstance(field, forms.ModelChoiceField)
+        field.queryset = parameters
+
+    @staticmethod
+    def initial_for(launch_list: LaunchList) -> dict[str, Any]:
+        linked = getattr(launch_list, "deployment_parameters", None)
+        return {
+            "title": launch_list.title, "entry": launch_list.entry,
+            "datasets": launch_list.datasets, "models_used": launch_list.models_used,
+            "hyperparameters": launch_list.hyperparameters, "notes": launch_list.notes,
+            "expected_signals": signals_as_text(launch_list.expected_signals),
+            "deployment_parameters": linked.pk if linked is not None else None,
+        }
+
+    def clean_expected_signals(self) -> list[dict[str, Any]]:
+        text = self.cleaned_data.get("expected_signals") or ""
+        lines = [line for line in text.splitlines() if line.strip()]
+        return [_parse_signal(number, line) for number, line in enumerate(lines, start=1)]
+
+    def fields_for_service(self) -> dict[str, Any]:
+        data = dict(self.cleaned_data)
+        linked = data.pop("deployment_parameters")
+        data["deployment_parameters"] = linked.pk if linked is not None else None
+        return data
+
+
+class DeploymentParametersForm(forms.Form):
+    title = forms.CharField(label=_("Title"), max_length=200)
+    launch_list = forms.ModelChoiceField(
+        label=_("Launch list"), required=False, queryset=LaunchList.objects.none(),
+        help_text=_("The two records reference each other."),
+    )
+    roles = _text(
+        _("Per-role placement and resources (YAML)"), rows=14,
+        help_text=_("A list of roles: role, cluster, selector {key: value}, gpus, devices, cpu, "
+                    "memory, mounts. “Fill from job draft” writes it for you."),
+    )
+    network_domain = forms.CharField(label=_("Network domain"), max_length=63, required=False)
+    storage_notes = _text(_("Storage constraints"))
+    network_notes = _text(_("Network constraints"))
+    verifications = forms.ModelMultipleChoiceField(
+        label=_("Verifications that confirmed them"), required=False,
+        queryset=Verification.objects.none(), widget=forms.CheckboxSelectMultiple,
+    )
+
+    def __init__(self, *args: Any, launch_lists: QuerySet[LaunchList],
+                 verifications: QuerySet[Verification], **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        launch_list = self.fields["launch_list"]
+        chosen = self.fields["verifications"]
+        assert isinstance(launch_list, forms.ModelChoiceField)
+        assert isinstance(chosen, forms.ModelMultipleChoiceField)
+        launch_list.queryset = launch_lists
+        chosen.queryset = verifications
+        chosen.label_from_instance = _verification_label  # type: ignore[method-assign]
+
+    @staticmethod
+    def initial_for(parameters: DeploymentParameters) -> dict[str, Any]:
+        roles = parameters.roles or []
+        return {
+            "title": parameters.title, "launch_list": parameters.launch_list_id,
+            "roles": yaml.safe_dump(roles, sort_keys=False, allow_unicode=True) if roles else "",
+            "network_domain": parameters.network_domain,
+            "storage_notes": parameters.storage_notes, "network_notes": parameters.network_notes,
+            "verifications": list(parameters.verifications.values_list("pk", flat=True)),
+        }
+
+    def clean_roles(self) -> list[dict[str, Any]]:
+        text = self.cleaned_data.get("roles") or ""
+        if not text.strip():
+            return []
+        try:
+            document = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise forms.ValidationError(_("Not valid YAML: %(error)s") % {"error": exc}) from exc
+        shape = RoleConstraintSerializer(data=document, many=True)
+        if not isinstance(document, list) or not shape.is_valid():
+            problem = errors_detail(shape.errors) if isinstance(document, list) else _(
+                "expected a list of roles"
+            )
+            raise forms.ValidationError(_("Roles: %(problem)s") % {"problem": problem})
+        return [dict(role) for role in shape.validated_data]
+
+    def fields_for_service(self) -> dict[str, Any]:
+        data = dict(self.cleaned_data)
+        launch_list = data.pop("launch_list")
+        data["launch_list"] = launch_list.pk if launch_list is not None else None
+        data["verifications"] = [v.pk for v in data.pop("verifications")]
+        return data
+
+
+def _verification_label(verification: Verification) -> str:
+    return f"#{verification.pk} {verification.cluster.name}: {verification.selector_key} " \
+           f"({verification.get_state_display()})"
+
+
+class FillFromJobForm(forms.Form):
+    job = forms.ModelChoiceField(label=_("Job draft"), queryset=Job.objects.none(),
+                                 to_field_name="name")
+
+    def __init__(self, *args: Any, jobs: QuerySet[Job], **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        field = self.fields["job"]
+        assert isinstance(field, forms.ModelChoiceField)
+        field.queryset = jobs
+
+
+class FirstRunCheckForm(forms.Form):
+    observed = forms.TypedChoiceField(
+        label=_("Was the expected first signal observed?"),
+        choices=[("yes", _("yes")), ("no", _("no"))], coerce=lambda v: v == "yes",
+        widget=forms.RadioSelect,
+    )
+    evidence = _text(_("Evidence"), help_text=_("A log line, a metric value, a link."))
+    notes = _text(_("Notes"))
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        for item in CHECKLIST:
+            self.fields[f"answer__{item.code}"] = forms.ChoiceField(
+                label=item.question, help_text=item.hint, required=False,
+                choices=list(ANSWERS.items()), initial="unchecked",
+            )
+            self.fields[f"note__{item.code}"] = forms.CharField(
+                label=_("Note"), required=False, max_length=2000,
+            )
+
+    def checklist_rows(self) -> list[tuple[Any, Any, Any]]:
+        return [(item, self[f"answer__{item.code}"], self[f"note__{item.code}"])
+                for item in CHECKLIST]
+
+    def troubleshooting(self) -> dict[str, dict[str, str]]:
+        return {
+            item.code: {
+                "answer": self.cleaned_data.get(f"answer__{item.code}") or "unchecked",
+                "note": self.cleaned_data.get(f"note__{item.code}") or "",
+            }
+            for item in CHECKLIST
+        }
+
+
+class CloneForm(forms.Form):
+    name = forms.CharField(
+        label=_("New job name"), max_length=63,
+        help_text=_("1–63 lower-case letters, digits or hyphens; unique on every cluster."),
+    )
