@@ -43,6 +43,7 @@ _JOB_FIELD_STEPS = {
     "task_type": STEP_ROLES,
     "roles": STEP_ROLES,
     "header_role": STEP_ROLES,
+    "new_role": STEP_ROLES,
     "network_domain": STEP_COMMON,
     "ssh_keys": STEP_COMMON,
     "run_script": STEP_COMMON,

@@ -111,7 +111,7 @@ def wizard_step(request: HttpRequest, name: str, step: int) -> HttpResponse:
 def check_name(request: HttpRequest) -> HttpResponse:
     """Live feedback on a job name: the engine's ``job.name.*`` findings (htmx partial)."""
     name = request.GET.get("name", "").strip()
-    current = request.GET.get("job", "")
+    current = request.GET.get("current_job", "")
     exclude = load_job(request, current).pk if current else None
     findings = name_findings(name, taken=name_is_taken(name, exclude_job_id=exclude)) if name \
         else []

@@ -1,0 +1,233 @@
+"""Wizard step 1 (name, type, roles, Header role), the live name check and tenancy (404)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from jobs.drafts.services import job_create
+from jobs.models import Job
+from rlark_site.tenancy.models import Team
+
+pytestmark = pytest.mark.django_db
+
+NEW = "/jobs/wizard/new/"
+
+
+@pytest.fixture
+def web(client: Client, member: Any) -> Client:
+    client.force_login(member)
+    return client
+
+
+def step(name: str, number: int) -> str:
+    return reverse("jobs:wizard-step", kwargs={"name": name, "step": number})
+
+
+def basics(name: str, roles: list[str], *, header: int | None = 0, task_type: str = "rl",
+           previous: str | None = None, origins: list[str] | None = None,
+           **extra: str) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "name": name, "task_type": task_type, "previous_task_type": previous or task_type,
+        "role_name": roles, "role_origin": origins or [""] * len(roles), **extra,
+    }
+    if header is not None:
+        data["header"] = str(header)
+    return data
+
+
+def test_a_new_job_starts_with_the_rl_roles(web: Client) -> None:
+    html = web.get(NEW).content.decode()
+    for role in ("Actor", "Rollout", "Environment"):
+        assert f'name="role_name" value="{role}"' in html
+    assert 'for="f-name"' in html and 'id="f-name"' in html
+    assert 'lang="en"' in html
+
+
+def test_next_creates_the_draft_and_opens_step_2(web: Client, team: Team, member: Any) -> None:
+    response = web.post(NEW, basics("ppo-math", ["Actor", "Rollout", "Environment"],
+                                     goto="next"))
+    assert response.status_code == 302
+    assert response["Location"] == step("ppo-math", 2)
+    job = Job.objects.get(name="ppo-math")
+    assert job.team == team and job.created_by == member
+    assert [r.name for r in job.roles.all()] == ["Actor", "Rollout", "Environment"]
+    assert job.header_role == "Actor" and job.wizard_step == 2
+
+
+def test_a_taken_name_is_refused_next_to_the_field_keeping_the_input(
+    web: Client, other_team: Team, outsider: Any
+) -> None:
+    job_create(team=other_team, user=outsider, data={"name": "taken-name"})
+    response = web.post(NEW, basics("taken-name", ["Actor", "Learner"], header=1, goto="next",
+                                     new_role="Critic"))
+    html = response.content.decode()
+    assert response.status_code == 400
+    assert 'value="taken-name"' in html and 'value="Learner"' in html and 'value="Critic"' in html
+    assert 'aria-invalid="true" aria-describedby="f-name-hint f-name-findings" autofocus' in html
+    assert '<div id="f-name-findings" class="field-findings"><p class="finding error">' in html
+    assert "job.name.taken" in html
+    assert 'value="1" id="header-1" checked' in html
+    assert Job.objects.filter(name="taken-name").count() == 1
+
+
+def test_a_malformed_name_is_kept_and_reported_by_the_engine(web: Client) -> None:
+    response = web.post(NEW, basics("Bad_Name", ["Actor"], goto="stay"))
+    assert response["Location"] == step("Bad_Name", 1)
+    html = web.get(step("Bad_Name", 1)).content.decode()
+    assert 'value="Bad_Name"' in html and "job.name.invalid" in html
+    assert 'id="f-name" name="name" value="Bad_Name"' in html
+
+
+def test_changing_the_type_of_a_new_draft_resets_the_roles(web: Client) -> None:
+    response = web.post(NEW, basics("typed", ["Actor", "Rollout", "Environment"],
+                                     task_type="evaluation", previous="rl",
+                                     action="change-type"))
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert 'name="role_name" value="Rollout"' in html
+    assert 'name="role_name" value="Environment"' in html
+    assert 'value="Actor"' not in html
+    assert 'value="typed"' in html
+    assert not Job.objects.exists()
+
+
+def test_changing_the_type_keeps_roles_that_are_configured(
+    web: Client, team: Team, member: Any
+) -> None:
+    job_create(team=team, user=member, data={"name": "kept", "task_type": "rl", "roles": [
+        {"name": "Actor", "cluster": "gpu-a"}, {"name": "Rollout"}]})
+    response = web.post(step("kept", 1), basics(
+        "kept", ["Actor", "Rollout"], task_type="custom", previous="rl", origins=["0", "1"],
+        goto="next"), follow=True)
+    job = Job.objects.get(name="kept")
+    assert job.task_type == "custom"
+    assert [r.name for r in job.roles.all()] == ["Actor", "Rollout"]
+    assert "the roles were kept" in response.content.decode()
+
+
+def test_changing_the_type_of_an_unconfigured_draft_resets_its_roles(
+    web: Client, team: Team, member: Any
+) -> None:
+    job_create(team=team, user=member, data={"name": "fresh", "task_type": "rl"})
+    web.post(step("fresh", 1), basics("fresh", ["Actor", "Rollout", "Environment"],
+                                       task_type="data_collection", previous="rl",
+                                       origins=["0", "1", "2"], goto="next"))
+    assert [r.name for r in Job.objects.get(name="fresh").roles.all()] == ["Environment"]
+
+
+def test_roles_are_added_renamed_and_removed_keeping_their_configuration(
+    web: Client, team: Team, member: Any
+) -> None:
+    job_create(team=team, user=member, data={
+        "name": "edit-roles", "task_type": "custom", "header_role": "Actor",
+        "roles": [{"name": "Actor", "cluster": "gpu-a", "gpus": 8}, {"name": "Rollout"},
+                  {"name": "Env", "image": "img@sha256:" + "a" * 64}],
+    })
+    web.post(step("edit-roles", 1), basics(
+        "edit-roles", ["Learner", "Rollout", "Env"], task_type="custom",
+        origins=["0", "1", "2"], header=0, action="remove-role-1"))
+    job = Job.objects.get(name="edit-roles")
+    roles = list(job.roles.all())
+    assert [(r.name, r.cluster, r.gpus) for r in roles] == [("Learner", "gpu-a", 8), ("Env", "", 0)]
+    assert roles[1].image.startswith("img@") and job.header_role == "Learner"
+    web.post(step("edit-roles", 1), basics(
+        "edit-roles", ["Learner", "Env"], task_type="custom", origins=["0", "1"], header=1,
+        action="add-role", new_role="Critic"))
+    job = Job.objects.get(name="edit-roles")
+    assert [r.name for r in job.roles.all()] == ["Learner", "Env", "Critic"]
+    assert job.header_role == "Env" and job.wizard_step == 1
+
+
+def test_adding_a_role_without_a_name_asks_for_one(web: Client) -> None:
+    response = web.post(NEW, basics("x", ["Actor"], action="add-role", new_role=" "))
+    html = response.content.decode()
+    assert response.status_code == 400
+    assert 'id="f-new_role-findings" class="field-findings"><p class="finding error">' in html
+
+
+def test_step_1_shows_role_and_header_findings_beside_their_fields(
+    web: Client, team: Team, member: Any
+) -> None:
+    job_create(team=team, user=member, data={
+        "name": "dupes", "task_type": "custom", "roles": [{"name": "Actor"}, {"name": "actor"}],
+    })
+    html = web.get(step("dupes", 1)).content.decode()
+    assert 'id="f-roles-1-name-findings" class="field-findings"><p class="finding error">' in html
+    assert "role.name.duplicate" in html
+    assert 'id="f-header_role-findings" class="field-findings"><p class="finding error">' in html
+    assert "header.missing" in html
+
+
+def test_the_name_check_speaks_the_engines_findings(
+    web: Client, team: Team, member: Any, other_team: Team, outsider: Any
+) -> None:
+    job_create(team=other_team, user=outsider, data={"name": "theirs"})
+    job_create(team=team, user=member, data={"name": "mine"})
+    check = reverse("jobs:wizard-check-name")
+    taken = web.get(check, {"name": "theirs"}).content.decode()
+    assert "job.name.taken" in taken and 'class="finding error"' in taken
+    assert "job.name.invalid" in web.get(check, {"name": "-bad-"}).content.decode()
+    free = web.get(check, {"name": "free-name"}).content.decode()
+    assert "free-name is available." in free and "class=\"finding" not in free
+    own = web.get(check, {"name": "mine", "current_job": "mine"}).content.decode()
+    assert "mine is available." in own
+
+
+@pytest.mark.parametrize("path", [
+    "jobs:wizard", "step-1", "step-2", "step-3", "step-4", "jobs:wizard-manifest",
+])
+def test_another_teams_draft_answers_404(
+    web: Client, other_team: Team, outsider: Any, path: str
+) -> None:
+    job_create(team=other_team, user=outsider, data={"name": "secret-job"})
+    if path.startswith("step-"):
+        url = step("secret-job", int(path[-1]))
+    else:
+        url = reverse(path, kwargs={"name": "secret-job"})
+    assert web.get(url).status_code == 404
+
+
+@pytest.mark.parametrize("route", [
+    "jobs:wizard-submit", "jobs:wizard-matches", "jobs:wizard-verification", "step-2",
+])
+def test_another_teams_draft_refuses_posts_with_404(
+    web: Client, other_team: Team, outsider: Any, route: str
+) -> None:
+    job = job_create(team=other_team, user=outsider, data={"name": "secret-job"})
+    if route == "step-2":
+        url = step("secret-job", 2)
+    elif route == "jobs:wizard-submit":
+        url = reverse(route, kwargs={"name": "secret-job"})
+    else:
+        url = reverse(route, kwargs={"name": "secret-job", "index": 0})
+    assert web.post(url, {"cluster": "gpu-a", "goto": "stay"}).status_code == 404
+    job.refresh_from_db()
+    assert job.state == "draft" and [r.cluster for r in job.roles.all()] == ["", "", ""]
+
+
+def test_the_name_check_does_not_reveal_another_teams_draft(
+    web: Client, other_team: Team, outsider: Any
+) -> None:
+    job_create(team=other_team, user=outsider, data={"name": "theirs"})
+    response = web.get(reverse("jobs:wizard-check-name"),
+                        {"name": "x", "current_job": "theirs"})
+    assert response.status_code == 404
+
+
+@pytest.mark.parametrize("jobs", [1, 40])
+def test_step_1_loads_and_saves_in_a_bounded_number_of_queries(
+    web: Client, team: Team, member: Any, jobs: int, django_assert_max_num_queries: Any
+) -> None:
+    for n in range(jobs):
+        job_create(team=team, user=member, data={"name": f"other-{n:03d}"})
+    job_create(team=team, user=member, data={"name": "target", "header_role": "Actor"})
+    with django_assert_max_num_queries(14):
+        assert web.get(step("target", 1)).status_code == 200
+    with django_assert_max_num_queries(30):
+        response = web.post(step("target", 1), basics(
+            "target", ["Actor", "Rollout", "Environment"], origins=["0", "1", "2"], goto="next"))
+    assert response.status_code == 302

@@ -1,0 +1,198 @@
+"""Wizard steps 3 and 4: common configuration, the exact YAML, the checklist and submission."""
+
+from __future__ import annotations
+
+import html as htmllib
+import re
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric import ed25519
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from django.test import Client
+from django.urls import reverse
+
+from clusters.models import Cluster
+from jobs.context import evaluate
+from jobs.drafts.services import job_create, ssh_key_create
+from jobs.models import Job, JobState, LaunchList, RunRecord
+from jobs.render import build_manifest
+from rlark_site.tenancy.models import Team
+from tests.factories import load_fleet_rows
+from tests.jobs.records_support import submittable_job
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def fleet(db: None) -> list[Cluster]:
+    return load_fleet_rows()
+
+
+@pytest.fixture
+def web(client: Client, member: Any) -> Client:
+    client.force_login(member)
+    return client
+
+
+def url(name: str, number: int) -> str:
+    return reverse("jobs:wizard-step", kwargs={"name": name, "step": number})
+
+
+def public_key() -> str:
+    key = ed25519.Ed25519PrivateKey.generate().public_key()
+    return key.public_bytes(Encoding.OpenSSH, PublicFormat.OpenSSH).decode()
+
+
+def shown_yaml(page: str) -> str:
+    """The text of the highlighted YAML block, as a browser would copy it."""
+    block = re.search(r'<pre class="yaml" id="yaml"[^>]*>(.*?)</pre>', page, re.S)
+    assert block is not None
+    return htmllib.unescape(re.sub(r"<[^>]+>", "", block.group(1)))
+
+
+def test_step_3_saves_the_common_configuration(
+    web: Client, team: Team, member: Any, fleet: Any
+) -> None:
+    job_create(team=team, user=member, data={"name": "common-run"})
+    ssh_key_create(team=team, user=member, name="alice-laptop", public_key=public_key())
+    launch_list = LaunchList.objects.create(team=team, title="ppo inputs", created_by=member)
+    page = web.get(url("common-run", 3)).content.decode()
+    assert 'value="alice-laptop"' in page and ">ppo inputs</option>" in page
+    response = web.post(url("common-run", 3), {
+        "header_role": "Rollout", "network_domain": "", "ssh_keys": ["alice-laptop"],
+        "run_script": "cd /workspace\r\npython train.py\r\n", "tensorboard_log_dir": "/mnt/tb",
+        "launch_list": str(launch_list.pk), "deployment_parameters": "", "goto": "next",
+    })
+    assert response["Location"] == url("common-run", 4)
+    job = Job.objects.get(name="common-run")
+    assert job.header_role == "Rollout" and job.ssh_key_names == ["alice-laptop"]
+    assert job.run_script == "cd /workspace\npython train.py\n"
+    assert job.launch_list == launch_list and job.tensorboard_log_dir == "/mnt/tb"
+    assert job.wizard_step == 4
+
+
+def test_step_3_without_keys_links_to_the_ssh_key_page(
+    web: Client, team: Team, member: Any
+) -> None:
+    job_create(team=team, user=member, data={"name": "no-keys"})
+    page = web.get(url("no-keys", 3)).content.decode()
+    assert f'href="{reverse("jobs:ssh-keys")}"' in page
+    assert "run_script.empty" in page.split('id="f-run_script-findings"')[1][:400]
+
+
+def test_another_teams_launch_list_is_refused_keeping_the_input(
+    web: Client, team: Team, member: Any, other_team: Team, outsider: Any
+) -> None:
+    job_create(team=team, user=member, data={"name": "sneaky"})
+    theirs = LaunchList.objects.create(team=other_team, title="theirs", created_by=outsider)
+    response = web.post(url("sneaky", 3), {
+        "header_role": "Actor", "run_script": "cd /w && python x.py",
+        "launch_list": str(theirs.pk), "goto": "next",
+    })
+    page = response.content.decode()
+    assert response.status_code == 400
+    assert ">cd /w &amp;&amp; python x.py</textarea>" in page
+    assert 'id="f-launch_list-findings" class="field-findings"><p class="finding error">' in page
+    assert Job.objects.get(name="sneaky").launch_list is None
+
+
+def test_step_4_shows_the_exact_yaml_and_offers_it_as_a_download(
+    web: Client, team: Team, owner: Any, admin_user: Any, fleet: Any
+) -> None:
+    job = submittable_job(team=team, owner=owner, admin=admin_user, name="ready-run")
+    expected = evaluate(job)
+    manifest = build_manifest(expected.spec, expected.ctx)
+    page = web.get(url("ready-run", 4)).content.decode()
+    assert shown_yaml(page) == manifest.yaml
+    assert manifest.sha256 in page
+    download = web.get(reverse("jobs:wizard-manifest", kwargs={"name": "ready-run"}))
+    assert download["Content-Disposition"] == 'attachment; filename="ready-run.yaml"'
+    assert download.content.decode() == manifest.yaml
+    assert 'class="y-key">apiVersion</span>' in page
+
+
+def test_a_job_without_errors_is_submitted_and_listed(
+    web: Client, team: Team, owner: Any, admin_user: Any, fleet: Any
+) -> None:
+    submittable_job(team=team, owner=owner, admin=admin_user, name="ready-run")
+    page = web.get(url("ready-run", 4)).content.decode()
+    assert "No findings: the job is ready to submit." in page
+    assert 'id="wizard-submit" formaction="/jobs/wizard/ready-run/submit/">' in page
+    assert "verification on record: approved, 1 node(s) in its snapshot" in page
+    assert "Head Task replicas exactly 1" in page
+    response = web.post(reverse("jobs:wizard-submit", kwargs={"name": "ready-run"}),
+                        follow=True)
+    assert response.redirect_chain[-1][0] == reverse("jobs:list")
+    listed = response.content.decode()
+    assert "Job ready-run was submitted." in listed and 'data-job="ready-run"' in listed
+    job = Job.objects.get(name="ready-run")
+    assert job.state == JobState.QUEUED and RunRecord.objects.filter(job=job).exists()
+    assert web.get(url("ready-run", 2)).status_code == 302
+
+
+def test_submit_is_disabled_and_refused_while_errors_remain(
+    web: Client, team: Team, member: Any, fleet: Any
+) -> None:
+    job_create(team=team, user=member, data={"name": "broken-run", "header_role": "Actor"})
+    page = web.get(url("broken-run", 4)).content.decode()
+    assert 'formaction="/jobs/wizard/broken-run/submit/" disabled' in page
+    response = web.post(reverse("jobs:wizard-submit", kwargs={"name": "broken-run"}),
+                        follow=True)
+    assert response.redirect_chain[-1][0] == url("broken-run", 4)
+    assert "fix them before submitting" in response.content.decode()
+    assert Job.objects.get(name="broken-run").state == JobState.DRAFT
+
+
+def test_findings_are_grouped_by_role_and_link_to_their_field(
+    web: Client, team: Team, member: Any, fleet: Any
+) -> None:
+    job_create(team=team, user=member, data={
+        "name": "linked", "task_type": "custom", "header_role": "Actor",
+        "roles": [{"name": "Actor"}, {"name": "Rollout", "gpus": -1}],
+    })
+    page = web.get(url("linked", 4)).content.decode()
+    findings = page.split('id="findings"')[1]
+    assert "<h3>Job</h3>" in findings and "<h3>Role Rollout</h3>" in findings
+    assert findings.index("<h3>Role Actor</h3>") < findings.index("<h3>Role Rollout</h3>")
+    assert 'href="/jobs/wizard/linked/step-2/?role=1#f-roles-1-gpus"' in findings
+    assert 'href="/jobs/wizard/linked/step-2/#f-roles-0-image"' in findings
+    assert 'href="/jobs/wizard/linked/step-3/#f-run_script"' in findings
+    role_page = web.get("/jobs/wizard/linked/step-2/?role=1").content.decode()
+    assert 'id="f-roles-1-gpus"' in role_page
+
+
+def test_different_images_ask_for_the_compatibility_confirmation(
+    web: Client, team: Team, member: Any, fleet: Any
+) -> None:
+    digest = "@sha256:" + "c" * 64
+    job_create(team=team, user=member, data={
+        "name": "mixed", "task_type": "custom", "header_role": "A",
+        "roles": [{"name": "A", "image": "reg.example.com/a" + digest},
+                  {"name": "B", "image": "reg.example.com/b" + digest}],
+    })
+    page = web.get(url("mixed", 4)).content.decode()
+    assert 'name="image_compatibility_confirmed"' in page and "image.mixed" in page
+    web.post(url("mixed", 4), {"compatibility_shown": "1",
+                                "image_compatibility_confirmed": "1", "goto": "stay"})
+    assert Job.objects.get(name="mixed").image_compatibility_confirmed is True
+    assert "image.mixed" not in web.get(url("mixed", 4)).content.decode()
+
+
+@pytest.mark.parametrize("jobs", [1, 30])
+def test_steps_3_and_4_are_bounded_in_queries(
+    web: Client, team: Team, owner: Any, admin_user: Any, fleet: Any, jobs: int,
+    django_assert_max_num_queries: Any,
+) -> None:
+    for n in range(jobs):
+        job_create(team=team, user=owner, data={"name": f"filler-{n:03d}"})
+    submittable_job(team=team, owner=owner, admin=admin_user, name="ready-run")
+    # Two roles: the context builder spends three queries per distinct selector.
+    with django_assert_max_num_queries(32):
+        assert web.get(url("ready-run", 3)).status_code == 200
+    with django_assert_max_num_queries(28):
+        assert web.get(url("ready-run", 4)).status_code == 200
+    with django_assert_max_num_queries(32):
+        response = web.post(url("ready-run", 3), {
+            "header_role": "Actor", "run_script": "cd /w && python t.py", "goto": "next"})
+    assert response.status_code == 302
