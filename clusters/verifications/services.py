@@ -38,6 +38,7 @@ from rlark_site.tenancy.models import Team
 __all__ = [
     "Asks",
     "RequestOutcome",
+    "lock_combination",
     "verification_approve",
     "verification_reject",
     "verification_request",
@@ -177,7 +178,7 @@ def _generations() -> dict[str, int]:
     return dict(Cluster.objects.values_list("name", "generation"))
 
 
-def _lock_combination(team: Team, cluster: Cluster, key: str) -> None:
+def lock_combination(team: Team, cluster: Cluster, key: str) -> None:
     """Serialise requests for one combination so two at once cannot both create a row."""
     with connection.cursor() as cursor:
         cursor.execute(
@@ -243,7 +244,7 @@ def verification_request_outcome(
     )
     key = selector_key_text(clean)
     with transaction.atomic():
-        _lock_combination(team, cluster, key)
+        lock_combination(team, cluster, key)
         open_requests = Verification.objects.filter(
             team=team, cluster=cluster, selector_key=key, state__in=OPEN_STATES
         ).order_by("-created_at", "-id")
