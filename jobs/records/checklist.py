@@ -8,9 +8,14 @@ answers (`FirstRunCheck.troubleshooting`), so they are a stable contract like fi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
+
+if TYPE_CHECKING:
+    from django_stubs_ext import StrPromise
+else:
+    from django.utils.functional import Promise as StrPromise
 
 __all__ = ["ANSWERS", "CHECKLIST", "ChecklistItem", "checklist_codes"]
 
@@ -18,11 +23,11 @@ __all__ = ["ANSWERS", "CHECKLIST", "ChecklistItem", "checklist_codes"]
 @dataclass(frozen=True)
 class ChecklistItem:
     code: str
-    question: Promise
-    hint: Promise
+    question: StrPromise
+    hint: StrPromise
 
 
-ANSWERS: dict[str, Promise] = {
+ANSWERS: dict[str, StrPromise] = {
     "ok": _("checked, fine"),
     "problem": _("problem found"),
     "unchecked": _("not checked"),

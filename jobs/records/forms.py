@@ -101,6 +101,11 @@ class LaunchListForm(forms.Form):
         return data
 
 
+class VerificationChoiceField(forms.ModelMultipleChoiceField):
+    def label_from_instance(self, obj: Any) -> str:
+        return f"#{obj.pk} {obj.cluster.name}: {obj.selector_key} ({obj.get_state_display()})"
+
+
 class DeploymentParametersForm(forms.Form):
     title = forms.CharField(label=_("Title"), max_length=200)
     launch_list = forms.ModelChoiceField(
@@ -115,7 +120,7 @@ class DeploymentParametersForm(forms.Form):
     network_domain = forms.CharField(label=_("Network domain"), max_length=63, required=False)
     storage_notes = _text(_("Storage constraints"))
     network_notes = _text(_("Network constraints"))
-    verifications = forms.ModelMultipleChoiceField(
+    verifications = VerificationChoiceField(
         label=_("Verifications that confirmed them"), required=False,
         queryset=Verification.objects.none(), widget=forms.CheckboxSelectMultiple,
     )
@@ -129,7 +134,6 @@ class DeploymentParametersForm(forms.Form):
         assert isinstance(chosen, forms.ModelMultipleChoiceField)
         launch_list.queryset = launch_lists
         chosen.queryset = verifications
-        chosen.label_from_instance = _verification_label  # type: ignore[method-assign]
 
     @staticmethod
     def initial_for(parameters: DeploymentParameters) -> dict[str, Any]:
@@ -166,11 +170,6 @@ class DeploymentParametersForm(forms.Form):
         return data
 
 
-def _verification_label(verification: Verification) -> str:
-    return f"#{verification.pk} {verification.cluster.name}: {verification.selector_key} " \
-           f"({verification.get_state_display()})"
-
-
 class FillFromJobForm(forms.Form):
     job = forms.ModelChoiceField(label=_("Job draft"), queryset=Job.objects.none(),
                                  to_field_name="name")
@@ -200,6 +199,7 @@ class FirstRunCheckForm(forms.Form):
             )
             self.fields[f"note__{item.code}"] = forms.CharField(
                 label=_("Note"), required=False, max_length=2000,
+                widget=forms.TextInput(attrs={"placeholder": _("What you saw")}),
             )
 
     def checklist_rows(self) -> list[tuple[Any, Any, Any]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from clusters.credentials import encrypt
-from clusters.models import Cluster
+from clusters.models import Cluster, VerificationState
 from clusters.verifications.services import verification_approve, verification_request
 from jobs.drafts.services import job_create
 from jobs.models import DeploymentParameters, Job, LaunchList
@@ -43,7 +43,8 @@ def approved(*, team: Team, owner: Any, admin: Any, cluster: str, selector: dict
         team=team, user=owner, cluster=Cluster.objects.get(name=cluster), selector=selector,
         for_header_role=header, requested_gpu=gpu,
     )
-    verification_approve(verification_id=verification.pk, admin=admin, note="checked")
+    if verification.state == VerificationState.PENDING:
+        verification_approve(verification_id=verification.pk, admin=admin, note="checked")
     return verification.pk
 
 
