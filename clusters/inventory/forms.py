@@ -5,7 +5,7 @@ Credentials are write-only: their inputs never render a stored or submitted valu
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.utils.translation import gettext_lazy as _
@@ -105,7 +105,8 @@ class NodeFilterForm(forms.Form):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         names = Cluster.objects.order_by("name").values_list("name", flat=True)
-        self.fields["cluster"].choices = [("", _("all clusters"))] + [(n, n) for n in names]
+        cluster_field = cast(forms.ChoiceField, self.fields["cluster"])
+        cluster_field.choices = [("", _("all clusters")), *((n, n) for n in names)]
 
     def clean_selector(self) -> LabelFilter:
         label_filter = label_filter_from_text(self.cleaned_data.get("selector", ""))

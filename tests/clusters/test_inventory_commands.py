@@ -19,14 +19,13 @@ from clusters.simulator.testing import InProcessSimulator, run_simulator
 
 pytestmark = pytest.mark.django_db
 
-CLUSTERS = [
+CLUSTERS: list[dict[str, Any]] = [
     {
-        "name": name, "namespace": f"rl-{name}", "token": f"token-{name}",
+        "name": name, "namespace": f"rl-{name}", "token": token,
         "nodes": [{"name": f"{name}-n{i}", "labels": {"pool": name}} for i in range(3)],
     }
-    for name in ("left", "right", "open")
+    for name, token in (("left", "token-left"), ("right", "token-right"), ("open", None))
 ]
-CLUSTERS[2]["token"] = None
 
 
 @pytest.fixture(scope="module")
