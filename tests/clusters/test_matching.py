@@ -2,7 +2,14 @@ from __future__ import annotations
 
 import pytest
 
-from clusters.matching import match_many, match_selector
+from clusters import matching
+from clusters.matching import (
+    SelectorInputError,
+    describe_match,
+    match_many,
+    match_selector,
+    parse_selector_input,
+)
 from clusters.models import Node
 from tests.factories import load_fleet_rows
 
@@ -50,3 +57,81 @@ def test_empty_selector_matches_nothing_and_many_deduplicates() -> None:
     result = match_many([{"rlinf.io/pool": "env-c"}, {"rlinf.io/pool": "env-c"}])
     assert list(result) == [(("rlinf.io/pool", "env-c"),)]
     assert result[(("rlinf.io/pool", "env-c"),)].count == 10
+
+
+def test_broad_conditions_give_the_same_clusters_through_the_per_cluster_probe(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    selectors = [
+        {"rlinf.io/zone": "zone-1", "topology.rlinf.io/cluster": "gpu-a"},
+        {"rlinf.io/gpu-model": "a100", "rlinf.io/zone": "zone-2"},
+        {"rlinf.io/pool": "env-c", "rlinf.io/zone": "zone-3"},
+    ]
+    sampled = [match_selector(s) for s in selectors]
+    monkeypatch.setattr(matching, "SAMPLE_LIMIT", 2)
+    probed = [match_selector(s) for s in selectors]
+    assert probed == sampled
+    assert dict(probed[0].condition_clusters)[("rlinf.io/zone", "zone-1")] == {"gpu-a", "gpu-b"}
+
+
+def test_a_condition_reaching_only_gone_nodes_elsewhere_still_confines() -> None:
+    Node.objects.filter(name__in=[f"b-node-{i}" for i in range(13, 17)]).update(gone=True)
+    match = match_selector({"rlinf.io/gpu-model": "a100", "rlinf.io/pool": "a100-a"})
+    assert match.confining_conditions("gpu-a") == (
+        ("rlinf.io/gpu-model", "a100"), ("rlinf.io/pool", "a100-a"),
+    )
+
+
+def test_names_are_ordered_by_code_point_whatever_the_collation() -> None:
+    cluster = Node.objects.get(name="a-cpu-01").cluster
+    Node.objects.bulk_create([
+        Node(cluster=cluster, name=name, namespace="rl-gpu-a", labels={"order": "test"})
+        for name in ("n1", "n-2", "N3")
+    ])
+    assert [n.name for n in match_selector({"order": "test"}).nodes] == ["N3", "n-2", "n1"]
+
+
+def test_describe_match_is_the_selector_matches_body() -> None:
+    body = describe_match(match_selector({"rlinf.io/gpu-model": "a100"}), cluster="gpu-b")
+    assert body["count"] == 17 and body["confined"] is False
+    assert body["clusters"] == ["gpu-a", "gpu-b"]
+    assert len(body["foreign_nodes"]) == 13
+    assert body["foreign_nodes"][0] == {"cluster": "gpu-a", "name": "a-head-01",
+                                        "namespace": "rl-gpu-a"}
+    nothing = describe_match(match_selector({"rlinf.io/pool": "nope"}), cluster="gpu-a")
+    assert (nothing["count"], nothing["confined"], nothing["gpu_max"]) == (0, False, None)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ({"b": "2", "a": "1"}, {"a": "1", "b": "2"}),
+        ([["a", "1"], ["b", "2"]], {"a": "1", "b": "2"}),
+        (" a = 1 ,\n b=2 \n", {"a": "1", "b": "2"}),
+    ],
+)
+def test_selector_input_comes_as_object_pairs_or_text(raw: object,
+                                                      expected: dict[str, str]) -> None:
+    assert parse_selector_input(raw) == expected
+
+
+@pytest.mark.parametrize(
+    ("raw", "codes"),
+    [
+        ("", ["selector.empty"]),
+        ([], ["selector.empty"]),
+        ("a=1, nonsense", ["selector.syntax"]),
+        ("a=1\na=2", ["selector.duplicate_key"]),
+        ({"-bad": "1"}, ["selector.syntax"]),
+        ({"a": "x" * 64}, ["selector.syntax"]),
+        ({"a": 1}, ["selector.syntax"]),
+        (42, ["selector.syntax"]),
+    ],
+)
+def test_bad_selector_input_names_every_problem(raw: object, codes: list[str]) -> None:
+    with pytest.raises(SelectorInputError) as raised:
+        parse_selector_input(raw, field="conditions")
+    findings = raised.value.extra["findings"]
+    assert [f["code"] for f in findings] == codes
+    assert {f["field"] for f in findings} == {"conditions"}
+    assert raised.value.status_code == 400
