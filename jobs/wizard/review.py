@@ -22,6 +22,8 @@ from jobs.wizard.presenters import finding_url
 
 __all__ = ["FindingGroup", "Review", "TaskReview", "build_review", "highlight_yaml"]
 
+COMPATIBILITY_FIELD = "image_compatibility_confirmed"
+
 
 @dataclass
 class LinkedFinding:
@@ -81,6 +83,7 @@ class Review:
     network_domain: str
     ssh_key_names: list[str]
     groups: list[FindingGroup] = field(default_factory=list)
+    compatibility_findings: list[FindingView] = field(default_factory=list)
     has_errors: bool = False
 
     @property
@@ -175,6 +178,7 @@ def build_review(*, spec: JobSpec, ctx: CheckContext, manifest: Mapping[str, Any
         run_script=spec.run_script, tensorboard_log_dir=spec.tensorboard_log_dir,
         network_domain=spec.network_domain, ssh_key_names=list(ssh_key_names),
         groups=_groups(findings, spec.roles, step_url),
+        compatibility_findings=[f for f in findings if f.field == COMPATIBILITY_FIELD],
         has_errors=any(f.is_error for f in findings),
     )
 

@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from django.test import Client
 from django.urls import reverse
 
-from clusters.models import Cluster
+from clusters.models import Cluster, Node
 from jobs.context import evaluate
 from jobs.drafts.services import job_create, ssh_key_create
 from jobs.models import Job, JobState, LaunchList, RunRecord
@@ -173,19 +173,27 @@ def test_different_images_ask_for_the_compatibility_confirmation(
     })
     page = web.get(url("mixed", 4)).content.decode()
     assert 'name="image_compatibility_confirmed"' in page and "image.mixed" in page
+    assert 'aria-describedby="f-image_compatibility_confirmed-findings"' in page
+    assert "image.mixed" in page.split('id="f-image_compatibility_confirmed-findings"')[1][:400]
     web.post(url("mixed", 4), {"compatibility_shown": "1",
                                 "image_compatibility_confirmed": "1", "goto": "stay"})
     assert Job.objects.get(name="mixed").image_compatibility_confirmed is True
     assert "image.mixed" not in web.get(url("mixed", 4)).content.decode()
 
 
-@pytest.mark.parametrize("jobs", [1, 30])
+@pytest.mark.parametrize(("jobs", "nodes"), [(1, 0), (30, 300)])
 def test_steps_3_and_4_are_bounded_in_queries(
-    web: Client, team: Team, owner: Any, admin_user: Any, fleet: Any, jobs: int,
+    web: Client, team: Team, owner: Any, admin_user: Any, fleet: Any, jobs: int, nodes: int,
     django_assert_max_num_queries: Any,
 ) -> None:
     for n in range(jobs):
         job_create(team=team, user=owner, data={"name": f"filler-{n:03d}"})
+    cpu_c = Cluster.objects.get(name="cpu-c")
+    Node.objects.bulk_create(
+        Node(cluster=cpu_c, name=f"extra-{n:04d}", namespace=cpu_c.namespace,
+             labels={"kubernetes.io/hostname": f"extra-{n:04d}", "rlinf.io/pool": "env-c"})
+        for n in range(nodes)
+    )
     submittable_job(team=team, owner=owner, admin=admin_user, name="ready-run")
     # Two roles: the context builder spends three queries per distinct selector.
     with django_assert_max_num_queries(32):

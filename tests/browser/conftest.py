@@ -1,0 +1,78 @@
+"""Browser tests: Playwright driving Debian's Chromium against Django's live server.
+
+Never `playwright install`: the browser is /usr/bin/chromium (`apt-get install -y chromium`).
+Mark tests `@pytest.mark.browser`; use `live_server`, `login(...)` and `screenshot(...)`.
+Screenshots go to `test-artifacts/` (gitignored).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page
+
+from tests.conftest import PASSWORD
+
+# Playwright's sync API runs an event loop in the test thread; Django refuses ORM calls from
+# a thread with a running loop unless told this is fine (the live server runs elsewhere).
+os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[str, Any]:
+    return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": CHROMIUM_ARGS}
+
+
+@pytest.fixture(autouse=True)
+def _static_files_from_the_source_tree(settings: Any) -> None:
+    """Serve CSS and htmx through WhiteNoise's finders, read at request time, so pages under
+    `live_server` look and behave as in `make run` without a collectstatic step."""
+    return None
+
+
+def login(page: Page, live_server: Any, user: Any, password: str = PASSWORD) -> None:
+    """Log in through the login form (`user`: a user or a username) and wait for the answer."""
+    username = user if isinstance(user, str) else user.get_username()
+    page.goto(f"{live_server.url}/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    with page.expect_navigation():
+        page.click("button[type=submit]")
+
+
+def logout(page: Page) -> None:
+    """Log out with the header's button (a POST form)."""
+    with page.expect_navigation():
+        page.click("header.top form[action$='/logout/'] button")
+
+
+def screenshot(page: Page, name: str) -> Path:
+    """Save a full-page screenshot as `test-artifacts/<name>.png` and return its path."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"{re.sub(r'[^A-Za-z0-9_.-]+', '-', name)}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+def assets_loaded(page: Page) -> bool:
+    """Whether the page got the portal's stylesheet and htmx (static files are served)."""
+    return bool(page.evaluate(
+        "() => typeof window.htmx !== 'undefined' && [...document.styleSheets].some("
+        "s => (s.href || '').endsWith('/rlark.css') && s.cssRules.length > 0)"
+    ))
