@@ -1,8 +1,11 @@
 """Browser tests: Playwright driving Debian's Chromium against Django's live server.
 
 Never `playwright install`: the browser is /usr/bin/chromium (`apt-get install -y chromium`).
-Mark tests `@pytest.mark.browser`; use `live_server`, `login(...)` and `screenshot(...)`.
-Screenshots go to `test-artifacts/` (gitignored).
+Mark tests `@pytest.mark.browser` and `django_db(transaction=True)` (the live server reads
+from another thread); use `live_server`, `login(...)` and `screenshot(...)`. Screenshots go to
+`test-artifacts/` (gitignored). Static files (CSS, htmx) are served under `live_server` by
+WhiteNoise's finders (`WHITENOISE_USE_FINDERS = True` in the settings); `assets_loaded(page)`
+checks that a page really got them.
 """
 
 from __future__ import annotations
@@ -37,13 +40,6 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 @pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[str, Any]:
     return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": CHROMIUM_ARGS}
-
-
-@pytest.fixture(autouse=True)
-def _static_files_from_the_source_tree(settings: Any) -> None:
-    """Serve CSS and htmx through WhiteNoise's finders, read at request time, so pages under
-    `live_server` look and behave as in `make run` without a collectstatic step."""
-    return None
 
 
 def login(page: Page, live_server: Any, user: Any, password: str = PASSWORD) -> None:
