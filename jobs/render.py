@@ -283,9 +283,10 @@ def _record_id(value: object) -> str:
     return str(value) if is_count(value) else ""
 
 
-def render_manifest(spec: JobSpec, ctx: CheckContext) -> dict[str, Any]:
-    """The Job as plain data (dicts in manifest key order, lists, str, int, bool)."""
+def _render(spec: JobSpec, ctx: CheckContext) -> tuple[dict[str, Any], str]:
+    """The manifest, and the YAML of its ``spec`` (hashed into an annotation)."""
     job_spec = _job_spec(spec, ctx)
+    spec_yaml = dump_yaml(job_spec)
     deployment_parameters = _get(spec, "deployment_parameters_id", None)
     metadata = {
         "name": as_text(_get(spec, "name")),
@@ -297,10 +298,16 @@ def render_manifest(spec: JobSpec, ctx: CheckContext) -> dict[str, Any]:
         "annotations": {
             ANNOTATION_LAUNCH_LIST: _record_id(_get(spec, "launch_list_id", None)),
             ANNOTATION_DEPLOYMENT_PARAMETERS: _record_id(deployment_parameters),
-            ANNOTATION_SPEC_SHA256: _sha256(dump_yaml(job_spec)),
+            ANNOTATION_SPEC_SHA256: _sha256(spec_yaml),
         },
     }
-    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": job_spec}
+    manifest = {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": job_spec}
+    return manifest, spec_yaml
+
+
+def render_manifest(spec: JobSpec, ctx: CheckContext) -> dict[str, Any]:
+    """The Job as plain data (dicts in manifest key order, lists, str, int, bool)."""
+    return _render(spec, ctx)[0]
 
 
 # -- YAML ------------------------------------------------------------------------------------
@@ -311,58 +318,82 @@ _AMBIGUOUS = re.compile(
     r"[-+]?\.?[0-9].*|[-+]?\.(?:inf|Inf|INF|nan|NaN|NAN)|(?i:y|n|yes|no|true|false|on|off|null)|[~=]|<<",
     re.DOTALL,
 )
-# YAML line breaks other than \n, and a byte-order mark: only double quotes keep them intact.
-_ONLY_DOUBLE_QUOTED = re.compile("[\r\x85\u2028\u2029\ufeff]")
-# What a literal block may hold: tab, newline and printable characters.
-_LITERAL_SAFE = re.compile(
-    "[\t\n\x20-\x7e\xa0-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010fffe]*"
-)
+# Characters every YAML reader and both emitters keep as they are in a plain, quoted or
+# literal scalar. Tabs, control characters, YAML's other line breaks (\r, \x85, \u2028,
+# \u2029), the byte-order mark, characters beyond U+FFFF (libyaml escapes them) and lone
+# surrogates are written as escapes, in double quotes.
+_PRINTABLE = "\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd"
+_PRINTABLE_LINE = re.compile(f"[{_PRINTABLE}]*")
+_PRINTABLE_LINES = re.compile(f"[{_PRINTABLE}\n]*")
+_BLANK_BEFORE_BREAK = re.compile(r" (?:\n|\Z)")
+
+# libyaml's emitter when PyYAML has it (ten times faster), else PyYAML's own: `_represent_str`
+# decides every style that matters, and both emitters then write the same bytes.
+_BaseDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
-class _Dumper(yaml.SafeDumper):
-    """Safe dumper: no tags, no anchors, insertion-ordered mappings, scripts as literal blocks."""
+def _make_dumper(base: type[yaml.SafeDumper]) -> type[yaml.SafeDumper]:
+    """A safe dumper on `base`: no tags, no anchors, RLark's string styles."""
 
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
+    class Dumper(base):  # type: ignore[valid-type,misc]
+        def ignore_aliases(self, data: Any) -> bool:
+            return True
 
-    def analyze_scalar(self, scalar: str) -> Any:
-        # PyYAML refuses literal blocks with tabs or trailing blanks on a line, although YAML
-        # allows both there; scripts often have them and read badly double-quoted.
-        analysis = super().analyze_scalar(scalar)
-        if not analysis.allow_block and "\n" in scalar and _literal_allowed(scalar):
-            analysis.allow_block = True
-        return analysis
+    Dumper.add_representer(str, _represent_str)
+    return Dumper
 
 
 def _literal_allowed(text: str) -> bool:
-    return _LITERAL_SAFE.fullmatch(text) is not None and not text.endswith((" ", "\t"))
+    """Printable lines, no blank at a line's end, and at most one final line break (keeping
+    more needs ``|+``, after which emitters may end the document with ``...``)."""
+    body = text.removesuffix("\n")
+    return (
+        bool(body)
+        and not body.endswith("\n")
+        and _PRINTABLE_LINES.fullmatch(text) is not None
+        and _BLANK_BEFORE_BREAK.search(text) is None
+    )
+
+
+def _string_style(data: str) -> str | None:
+    """Literal block for clean multi-line text, double quotes for anything with special
+    characters, single quotes where a reader could retype a plain scalar, else plain."""
+    if "\n" in data:
+        return "|" if _literal_allowed(data) else '"'
+    if _PRINTABLE_LINE.fullmatch(data) is None:
+        return '"'
+    if _AMBIGUOUS.fullmatch(data):
+        return "'"
+    return None
 
 
 def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
-    style: str | None = None
-    if _ONLY_DOUBLE_QUOTED.search(data):
-        style = '"'
-    elif "\n" in data:
-        style = "|" if _literal_allowed(data) else '"'
-    elif _AMBIGUOUS.fullmatch(data):
-        style = "'"
-    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=_string_style(data))
 
 
-_Dumper.add_representer(str, _represent_str)
+_Dumper = _make_dumper(_BaseDumper)
+_PurePythonDumper = _make_dumper(yaml.SafeDumper)
 
 
-def dump_yaml(manifest: Mapping[str, Any]) -> str:
-    """Deterministic block-style YAML of `manifest`: one document, keys in insertion order."""
+def _dump(data: Mapping[str, Any], dumper: type[yaml.SafeDumper]) -> str:
     return yaml.dump(
-        manifest,
-        Dumper=_Dumper,
+        data,
+        Dumper=dumper,
         sort_keys=False,
         default_flow_style=False,
         allow_unicode=True,
         width=1 << 30,
-        explicit_start=False,
     )
+
+
+def dump_yaml(manifest: Mapping[str, Any]) -> str:
+    """Deterministic block-style YAML of `manifest`: one document, keys in insertion order."""
+    try:
+        return _dump(manifest, _Dumper)
+    except UnicodeEncodeError:
+        # Lone surrogates (only in drafts the engine rejects): libyaml cannot take them,
+        # PyYAML's emitter writes them as escapes.
+        return _dump(manifest, _PurePythonDumper)
 
 
 def _sha256(text: str) -> str:
@@ -378,9 +409,18 @@ class Manifest:
     sha256: str
 
 
-def build_manifest(spec: JobSpec, ctx: CheckContext) -> Manifest:
-    """Render and dump in one step (the value submission freezes into the run record)."""
-    data = render_manifest(spec, ctx)
-    text = dump_yaml(data)
-    return Manifest(data=data, yaml=text, sha256=_sha256(text))
+def _indented(text: str) -> str:
+    return "\n".join(f"  {line}" if line else line for line in text.split("\n"))
 
+
+def build_manifest(spec: JobSpec, ctx: CheckContext) -> Manifest:
+    """Render and dump in one step (the value submission freezes into the run record).
+
+    The ``spec`` part is dumped once: block-style YAML nests by indentation alone, so the
+    whole document is the rest of it followed by ``spec:`` and that YAML indented by two
+    (equal, byte for byte, to `dump_yaml` of the whole; the tests hold it so).
+    """
+    data, spec_yaml = _render(spec, ctx)
+    head = dump_yaml({key: value for key, value in data.items() if key != "spec"})
+    text = f"{head}spec:\n{_indented(spec_yaml)}"
+    return Manifest(data=data, yaml=text, sha256=_sha256(text))

@@ -133,7 +133,8 @@ def context_for(
     matches: dict[tuple[tuple[str, str], ...], SelectorMatch] = {}
     verifications: dict[tuple[str, tuple[tuple[str, str], ...]], VerificationView] = {}
     paths = tuple(confirmed_host_paths)
-    for index, role in enumerate(spec.roles):
+    roles = spec.roles if isinstance(spec.roles, (list, tuple)) else ()
+    for index, role in enumerate(roles):
         pairs = getattr(role, "selector", ())
         if not isinstance(pairs, tuple) or not all(
             isinstance(p, tuple) and len(p) == 2 for p in pairs

@@ -19,9 +19,10 @@ import jsonschema
 import pytest
 import yaml
 
+from jobs import render as render_module
 from jobs.findings import check, has_errors
 from jobs.render import build_manifest, dump_yaml, render_manifest
-from jobs.spec import CheckContext, JobSpec, Mount
+from jobs.spec import CheckContext, EnvVar, JobSpec, Mount, ResourcePair
 from jobs.startscript import RESERVED_ENV_NAMES, heredoc_delimiter, rank_offsets
 from tests.jobs.fleet_context import (
     ALICE_KEY,
@@ -316,24 +317,33 @@ def test_values_other_yaml_readers_could_retype_are_quoted(value: str) -> None:
     assert yaml.safe_load(text) == {"k": value}
 
 
-@pytest.mark.parametrize(
-    "value",
-    [
-        "line\r\nwindows",
-        "next\x85line",
-        "sep\u2028arator",
-        "tab\tinside\nand more",
-        "trailing  \nspaces \n",
-        "---\n...\n--- x\n",
-        " leading space\nsecond",
-        "\n\nleading breaks",
-        "ends without newline\nlast",
-        "many trailing\n\n\n",
-        "\ufeffbom\nx",
-        "nul\x00inside\nx",
-    ],
-)
-def test_awkward_multiline_strings_round_trip(value: str) -> None:
+AWKWARD = [
+    "line\r\nwindows",
+    "next\x85line",
+    "sep\u2028arator",
+    "tab\tinside\nand more",
+    "trailing  \nspaces \n",
+    "---\n...\n--- x\n",
+    " leading space\nsecond",
+    "\n\nleading breaks",
+    "ends without newline\nlast",
+    "many trailing\n\n\n",
+    "\ufeffbom\nx",
+    "nul\x00inside\nx",
+    "ls\u2028single line",
+    "ps\u2029",
+    "\x85",
+    "\n",
+    "\n\n",
+    " ",
+    "a \nb",
+    "emoji 🚀\nline",
+    "tab\t",
+]
+
+
+@pytest.mark.parametrize("value", AWKWARD)
+def test_awkward_strings_round_trip(value: str) -> None:
     assert yaml.safe_load(dump_yaml({"k": [value]})) == {"k": [value]}
 
 
@@ -597,3 +607,41 @@ def test_host_path_and_object_storage_volumes_render_as_standard_sources() -> No
     claim = volume["ephemeral"]["volumeClaimTemplate"]["spec"]
     assert claim["storageClassName"] == "nfs"
     assert claim["resources"]["requests"]["storage"] == "50Gi"
+
+
+def pure_python_dump(data: Any) -> str:
+    return render_module._dump(data, render_module._PurePythonDumper)
+
+
+def test_libyaml_is_used_and_pyyamls_own_emitter_writes_the_same_bytes() -> None:
+    assert yaml.__with_libyaml__
+    spec, ctx = clean()
+    manifest = build_manifest(spec, ctx)
+    assert pure_python_dump(manifest.data) == manifest.yaml
+
+
+@pytest.mark.parametrize("value", AWKWARD)
+def test_both_emitters_agree_on_awkward_strings(value: str) -> None:
+    assert pure_python_dump({"k": [value]}) == dump_yaml({"k": [value]})
+
+
+@pytest.mark.parametrize("value", AWKWARD)
+def test_awkward_strings_as_the_last_scalar_of_the_manifest(value: str) -> None:
+    spec = with_role(
+        clean_spec(),
+        2,
+        env=(EnvVar("X", value),),
+        mounts=(),
+        devices=(),
+        cpu=ResourcePair(),
+        memory=ResourcePair(),
+    )
+    manifest = build_manifest(spec, clean_context(spec))
+    assert manifest.yaml == dump_yaml(manifest.data)
+    assert list(yaml.safe_load_all(manifest.yaml)) == [manifest.data]
+    assert "\n..." not in manifest.yaml
+
+
+def test_lone_surrogates_are_escaped_not_raised() -> None:
+    text = dump_yaml({"k": "\ud800 and\nmore"})
+    assert text.encode("utf-8") and yaml.safe_load(text) == {"k": "\ud800 and\nmore"}
