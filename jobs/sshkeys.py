@@ -122,6 +122,8 @@ def parse_openssh_public_key(text: str) -> PublicKey:
         blob = base64.b64decode(parts[1], validate=True)
     except (binascii.Error, ValueError) as exc:
         raise SSHKeyError(_("The key data is not valid base64.")) from exc
+    if base64.b64encode(blob).decode("ascii") != parts[1]:
+        raise SSHKeyError(_("The key data is not valid base64."))
     embedded = _embedded_type(blob)
     if embedded != key_type:
         raise SSHKeyError(

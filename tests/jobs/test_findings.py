@@ -6,14 +6,20 @@ finding is the warning that the Rollout pool includes a NotReady node (a-node-12
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Callable
 from dataclasses import replace
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from jobs.findings import check, has_errors
+from jobs.images import parse_image_reference, pinned_image
+from jobs.quantities import QuantityError, parse_quantity
 from jobs.spec import (
     CheckContext,
     EnvVar,
@@ -25,7 +31,19 @@ from jobs.spec import (
     VerificationView,
     selector_key,
 )
-from tests.jobs.fleet_context import clean_context, clean_spec, with_role
+from jobs.sshkeys import SSHKeyError, fingerprint_sha256, validate_openssh_public_key
+from tests.jobs.fleet_context import (
+    ALICE_FINGERPRINT,
+    ALICE_KEY,
+    BOB_FINGERPRINT,
+    BOB_KEY,
+    CAROL_FINGERPRINT,
+    CAROL_KEY,
+    DIGEST,
+    clean_context,
+    clean_spec,
+    with_role,
+)
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "findings.md"
 BASELINE = {"selector.not_ready"}
@@ -664,3 +682,113 @@ def test_findings_serialise_to_json() -> None:
 def test_matches_come_from_the_context_only() -> None:
     spec = clean_spec()
     assert "selector.no_match" in codes(check(spec, replace(clean_context(spec), matches={})))
+
+
+# -- the helpers the rules are built on ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "fingerprint"),
+    [
+        (ALICE_KEY, ALICE_FINGERPRINT),
+        (BOB_KEY, BOB_FINGERPRINT),
+        (CAROL_KEY, CAROL_FINGERPRINT),
+        (f"  {ALICE_KEY}  \n", ALICE_FINGERPRINT),
+    ],
+)
+def test_fingerprints_match_ssh_keygen(key: str, fingerprint: str) -> None:
+    assert validate_openssh_public_key(key) is None
+    assert fingerprint_sha256(key) == fingerprint
+
+
+def _alice_blob() -> bytes:
+    return base64.b64decode(ALICE_KEY.split()[1])
+
+
+def _small_rsa_key() -> str:
+    numbers = rsa.RSAPublicNumbers(65537, (1 << 767) | 12345)
+    return numbers.public_key().public_bytes(Encoding.OpenSSH, PublicFormat.OpenSSH).decode()
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("", "empty"),
+        ("ssh-dss AAAAB3NzaC1kc3M=", "Unsupported key type"),
+        (f"no-pty {ALICE_KEY}", "Unsupported key type"),
+        ("ssh-ed25519", "missing"),
+        ("ssh-ed25519 not*base64", "base64"),
+        (ALICE_KEY.replace("Zn alice", "Zn=== alice"), "base64"),
+        ("ssh-rsa " + ALICE_KEY.split()[1], "declares ssh-rsa"),
+        ("ssh-ed25519 " + base64.b64encode(_alice_blob() + b"xx").decode(), "not a valid"),
+        ("ssh-ed25519 " + base64.b64encode(_alice_blob()[:-3]).decode(), "not a valid"),
+        ("ssh-ed25519 AAAA", "too short"),
+        (f"{ALICE_KEY}\n{BOB_KEY}", "single line"),
+        (f"{ALICE_KEY} comment\x00", "single line"),
+        (_small_rsa_key(), "1024 bits"),
+        (None, "text"),
+    ],
+)
+def test_invalid_ssh_keys_say_why(text: object, reason: str) -> None:
+    message = validate_openssh_public_key(text)  # type: ignore[arg-type]
+    assert message is not None and reason in message
+    with pytest.raises(SSHKeyError):
+        fingerprint_sha256(text)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("text", "amount"),
+    [
+        ("500m", Decimal("0.5")),
+        ("2", Decimal(2)),
+        ("1.5", Decimal("1.5")),
+        (".5", Decimal("0.5")),
+        ("64Gi", Decimal(64 * 2**30)),
+        ("1e3", Decimal(1000)),
+        ("1E", Decimal(10**18)),
+        ("1E3", Decimal(1000)),
+        ("+2k", Decimal(2000)),
+        ("100u", Decimal("0.0001")),
+    ],
+)
+def test_quantities(text: str, amount: Decimal) -> None:
+    assert parse_quantity(text) == amount
+
+
+@pytest.mark.parametrize(
+    "text", ["", " 2", "2 ", "-1", "2GB", "1e", "e3", "1.2.3", "Gi", "1e99999", "9" * 80, None, 2]
+)
+def test_not_quantities(text: object) -> None:
+    with pytest.raises(QuantityError):
+        parse_quantity(text)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("text", "parts"),
+    [
+        ("rlinf", ("", "rlinf", "", "")),
+        ("rlinf/rlinf:v1", ("", "rlinf/rlinf", "v1", "")),
+        ("localhost:5000/a:b", ("localhost:5000", "a", "b", "")),
+        ("Registry.Example.com/a/b-c__d.e", ("Registry.Example.com", "a/b-c__d.e", "", "")),
+        (f"r.io/a:v1@{DIGEST}", ("r.io", "a", "v1", DIGEST)),
+        ("[::1]:5000/a", ("[::1]:5000", "a", "", "")),
+    ],
+)
+def test_image_references(text: str, parts: tuple[str, str, str, str]) -> None:
+    reference = parse_image_reference(text)
+    assert reference is not None
+    assert (reference.registry, reference.path, reference.tag, reference.digest) == parts
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "Upper/Case", "a//b", "a:", "a@sha256:abc", "a@md5:" + "0" * 32, "-a", "a b", "a/b:c:d"],
+)
+def test_not_image_references(text: str) -> None:
+    assert parse_image_reference(text) is None
+
+
+def test_pinned_image_adds_the_recorded_digest_to_a_tag_only() -> None:
+    assert pinned_image("r.io/a:v1", DIGEST) == f"r.io/a:v1@{DIGEST}"
+    assert pinned_image(f"r.io/a@{DIGEST}", "") == f"r.io/a@{DIGEST}"
+    assert pinned_image("r.io/a:v1", "not-a-digest") == "r.io/a:v1"
