@@ -27,6 +27,7 @@ from jobs.records.serializers import (
     FillFromJobSerializer,
     FirstRunCheckInSerializer,
     FirstRunCheckSerializer,
+    FirstRunCheckStateSerializer,
     LaunchListInSerializer,
     LaunchListSerializer,
     RunRecordChainSerializer,
@@ -185,7 +186,7 @@ class JobCancelView(APIView):
 
 
 class FirstRunCheckView(APIView):
-    @extend_schema(responses={200: FirstRunCheckSerializer(many=True), 404: _NOT_FOUND})
+    @extend_schema(responses={200: FirstRunCheckStateSerializer, 404: _NOT_FOUND})
     def get(self, request: Request, name: str) -> Response:
         job = job_get_for_user(request.user, name)
         record = RunRecord.objects.filter(job=job).first()

@@ -130,6 +130,21 @@ class FirstRunCheckSerializer(serializers.Serializer):
     checked_at = serializers.DateTimeField()
 
 
+class ChecklistItemSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    question = serializers.CharField()
+    hint = serializers.CharField()
+
+
+class FirstRunCheckStateSerializer(serializers.Serializer):
+    """`GET jobs/{name}/first-run-check/`: what to look for, the checks so far, the checklist."""
+
+    checks = FirstRunCheckSerializer(many=True)
+    expected_signals = ExpectedSignalSerializer(many=True)
+    checklist = ChecklistItemSerializer(many=True)
+    answers = serializers.DictField(child=serializers.CharField())
+
+
 class SubmitAcceptedSerializer(serializers.Serializer):
     state = serializers.CharField()
     run_record = serializers.CharField(help_text=_("job name of the run record"))
