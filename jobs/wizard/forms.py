@@ -27,6 +27,7 @@ __all__ = [
 ]
 
 _DIGITS = frozenset("0123456789")
+ROLE_NAME_MAX = 255  # the column; the engine reports anything longer than 63
 
 
 def _posted_list(data: Any, name: str) -> list[str]:
@@ -102,11 +103,21 @@ class BasicsForm(forms.Form):
         rows = []
         for index, name in enumerate(names):
             origin = origins[index] if index < len(origins) else ""
-            rows.append(RoleRow(name=name.strip()[:255], origin=_record_id(origin)))
+            rows.append(RoleRow(name=name.strip(), origin=_record_id(origin)))
         return rows
 
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if any(len(row.name) > ROLE_NAME_MAX for row in self.rows()):
+            raise forms.ValidationError(
+                _("A role name cannot be longer than %(max)d characters."),
+                params={"max": ROLE_NAME_MAX}, code="role_name",
+            )
+        return data
+
     def header_row(self, rows: list[RoleRow]) -> int | None:
-        value = _record_id(self.cleaned_data.get("header", ""))
+        """The row chosen as Header (read from the raw input: valid or not, it is kept)."""
+        value = _record_id(str(self.data.get("header", "")))
         return value if value is not None and value < len(rows) else None
 
     def type_changed(self) -> bool:

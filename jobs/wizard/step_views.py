@@ -153,11 +153,13 @@ def basics(request: HttpRequest, *, team: Team, job: Job | None) -> HttpResponse
                               all_findings=findings)
     form = BasicsForm(request.POST)
     if not form.is_valid():
+        rows = form.rows()
         state = BasicsState(name=request.POST.get("name", ""),
-                            task_type=request.POST.get("task_type", ""), rows=form.rows(),
-                            header=None, new_role=request.POST.get("new_role", ""))
+                            task_type=request.POST.get("task_type", ""), rows=rows,
+                            header=form.header_row(rows),
+                            new_role=request.POST.get("new_role", ""))
         errors = form_error_views(form.errors, {"name": "name", "new_role": "new_role",
-                                                "task_type": "task_type"})
+                                                "task_type": "task_type", "__all__": "roles"})
         return _render_basics(request, job=job, state=state, findings=errors, status=400)
     state, action = _posted_basics(form, job)
     refusals = _apply_action(state, action)

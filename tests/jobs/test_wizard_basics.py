@@ -142,6 +142,17 @@ def test_roles_are_added_renamed_and_removed_keeping_their_configuration(
     assert job.header_role == "Env" and job.wizard_step == 1
 
 
+def test_a_role_name_too_long_to_store_is_refused_keeping_the_input(web: Client) -> None:
+    long_name = "R" * 300
+    response = web.post(NEW, basics("long-roles", ["Actor", long_name], header=1, goto="next"))
+    html = response.content.decode()
+    assert response.status_code == 400
+    assert f'value="{long_name}"' in html and 'value="long-roles"' in html
+    assert 'id="f-roles-findings" class="field-findings"><p class="finding error">' in html
+    assert 'value="1" id="header-1" checked' in html
+    assert not Job.objects.exists()
+
+
 def test_adding_a_role_without_a_name_asks_for_one(web: Client) -> None:
     response = web.post(NEW, basics("x", ["Actor"], action="add-role", new_role=" "))
     html = response.content.decode()
