@@ -75,12 +75,13 @@ def _get(obj: object, name: str, default: Any = "") -> Any:
 def _selector(role: object) -> dict[str, str]:
     """The role's conditions; {} unless every one is a pair of strings."""
     pairs = as_items(_get(role, "selector", ()))
-    valid = [p for p in pairs if isinstance(p, (tuple, list)) and len(p) == 2]
-    if len(valid) != len(pairs):
-        return {}
-    if not all(isinstance(k, str) and isinstance(v, str) for k, v in valid):
-        return {}
-    return dict(valid)
+    valid = [
+        (p[0], p[1])
+        for p in pairs
+        if isinstance(p, (tuple, list)) and len(p) == 2
+        if isinstance(p[0], str) and isinstance(p[1], str)
+    ]
+    return dict(valid) if len(valid) == len(pairs) else {}
 
 
 def role_match(role: object, ctx: CheckContext) -> SelectorMatch:

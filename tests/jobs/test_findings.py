@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -106,7 +107,7 @@ def roles_case(roles: tuple[RoleSpec, ...], **changes: object) -> Case:
     return spec_case(clean_spec(roles=roles, **changes))
 
 
-def many_roles(count: int, **changes: object) -> tuple[RoleSpec, ...]:
+def many_roles(count: int, **changes: Any) -> tuple[RoleSpec, ...]:
     environment = clean_spec().roles[2]
     extra = tuple(replace(environment, name=f"Env{i}", **changes) for i in range(count))
     return (*clean_spec().roles[:2], *extra)

@@ -75,7 +75,7 @@ SPECIAL_LINES = [
 ]
 
 any_text = st.text(alphabet=st.characters(), max_size=40)  # surrogates and NUL included
-safe_char = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")
+safe_char = st.characters(codec="utf-8", blacklist_characters="\x00")
 safe_text = st.text(alphabet=safe_char, max_size=60)
 huge_text = st.builds(
     lambda c, n: c * n, st.sampled_from(["x", "\n", "é", "'", "-"]), st.integers(0, 20_000)
@@ -211,12 +211,8 @@ role_names = st.from_regex(r"[A-Za-z][-A-Za-z0-9]{0,8}[A-Za-z0-9]", fullmatch=Tr
 env_names = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,12}", fullmatch=True).filter(
     lambda name: name not in RESERVED
 )
-path_char = st.characters(
-    min_codepoint=0x20, blacklist_categories=("Cs",), blacklist_characters="\x7f/"
-)
-comment_char = st.characters(
-    min_codepoint=0x20, blacklist_categories=("Cs",), blacklist_characters="\x7f"
-)
+path_char = st.characters(codec="utf-8", min_codepoint=0x20, blacklist_characters="\x7f/")
+comment_char = st.characters(codec="utf-8", min_codepoint=0x20, blacklist_characters="\x7f")
 
 
 @st.composite
