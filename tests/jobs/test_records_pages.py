@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(autouse=True)
 def quick_calls(settings: Any) -> None:
     settings.RLARK_SUBMIT_RETRY_BASE = 0
-    settings.RLARK_KUBE_TIMEOUT = 1.0
+    settings.RLARK_KUBE_TIMEOUT = 5.0
 
 
 @pytest.fixture

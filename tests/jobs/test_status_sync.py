@@ -23,7 +23,7 @@ NAMESPACE = "rl-gpu-a"
 @pytest.fixture(autouse=True)
 def quick_calls(settings: Any) -> None:
     settings.RLARK_SUBMIT_RETRY_BASE = 0
-    settings.RLARK_KUBE_TIMEOUT = 1.0
+    settings.RLARK_KUBE_TIMEOUT = 5.0
 
 
 def submitted(sim: Any, team: Team, owner: Any, admin: Any, capture: Any,

@@ -29,7 +29,7 @@ NAMESPACE = "rl-gpu-a"
 @pytest.fixture(autouse=True)
 def quick_retries(settings: Any) -> None:
     settings.RLARK_SUBMIT_RETRY_BASE = 0
-    settings.RLARK_KUBE_TIMEOUT = 1.0
+    settings.RLARK_KUBE_TIMEOUT = 5.0
 
 
 @pytest.fixture
@@ -129,10 +129,12 @@ def test_a_500_is_retried_and_then_succeeds(
 
 
 def test_a_timeout_is_retried_and_then_succeeds(
-    job: Job, owner: Any, demo_simulator: Any, django_capture_on_commit_callbacks: Any
+    job: Job, owner: Any, demo_simulator: Any, settings: Any,
+    django_capture_on_commit_callbacks: Any,
 ) -> None:
+    settings.RLARK_KUBE_TIMEOUT = 2.0
     record = freeze(job, owner, django_capture_on_commit_callbacks)
-    demo_simulator.set_faults(CLUSTER, fail_next=1, fail_mode="timeout", hang_seconds=2.0)
+    demo_simulator.set_faults(CLUSTER, fail_next=1, fail_mode="timeout", hang_seconds=3.0)
     submit_run_record.apply(args=[record.pk])
     assert len(jobs_on_cluster(demo_simulator)) == 1
     assert attempts(record) == [

@@ -42,7 +42,7 @@ NAMESPACE = "rl-gpu-a"
 LATENCY_MS = 2500
 # Worker settings: calls may take the latency, the lease lapses soon after a crash.
 WORKER_ENV = {
-    "RLARK_KUBE_TIMEOUT": "4",
+    "RLARK_KUBE_TIMEOUT": "5",
     "RLARK_SUBMIT_LEASE": "5",
     "RLARK_SUBMIT_RETRY_BASE": "0",
     "RLARK_VISIBILITY_TIMEOUT": "3600",
