@@ -39,7 +39,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = "gpu-a"
 NAMESPACE = "rl-gpu-a"
-LATENCY_MS = 2500
+LATENCY_MS = 3000
 # Worker settings: calls may take the latency, the lease lapses soon after a crash.
 WORKER_ENV = {
     "RLARK_KUBE_TIMEOUT": "5",
@@ -128,7 +128,7 @@ def test_a_worker_killed_mid_submission_loses_nothing(
 
     wait_for("the first attempt", lambda: SubmissionAttempt.objects.filter(
         run_record=record, outcome=AttemptOutcome.IN_PROGRESS).exists())
-    time.sleep(0.5)  # the create request is now waiting out the simulator's latency
+    time.sleep(0.8)  # the create request is now waiting out the simulator's latency
     os.kill(first.pid, signal.SIGKILL)
     first.wait(timeout=10)
     record.refresh_from_db()
