@@ -7,7 +7,7 @@ verification saves the role first, so the request is for exactly what the draft 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from django.contrib import messages
@@ -28,7 +28,6 @@ from jobs.spec import RoleSpec
 from jobs.startscript import RESERVED_ENV_NAMES
 from jobs.wizard.bodies import role_bodies
 from jobs.wizard.common import (
-    error_view,
     form_error_views,
     is_draft,
     load_job,
@@ -39,7 +38,7 @@ from jobs.wizard.common import (
 from jobs.wizard.evaluation import evaluate_draft
 from jobs.wizard.fields import STEP_COMMON, STEP_ROLES, STEP_WORKERS, FieldMap, FindingView
 from jobs.wizard.fields import finding_views as to_views
-from jobs.wizard.forms import RoleForm, parse_goto
+from jobs.wizard.forms import Goto, RoleForm, parse_goto
 from jobs.wizard.presenters import (
     RolePanel,
     VerificationPanel,
@@ -75,7 +74,8 @@ def _usable_selector(role: RoleSpec) -> dict[str, str]:
     return {k: v for k, v in role.selector if isinstance(k, str) and isinstance(v, str)}
 
 
-def _include_role(index: int) -> Any:
+def _include_role(index: int) -> Callable[[FindingView], bool]:
+    """Findings edited on role `index`'s tab of step 2."""
     return lambda f: f.place.step == STEP_WORKERS and f.place.role == index
 
 
@@ -134,7 +134,7 @@ def workers(request: HttpRequest, *, job: Job) -> HttpResponse:
     return redirect(step_url(job.name, target, role))
 
 
-def _target(goto: Any, *, index: int, count: int) -> tuple[int, int | None]:
+def _target(goto: Goto, *, index: int, count: int) -> tuple[int, int | None]:
     """(step, role tab) after saving role `index`: next/back walk through the role tabs."""
     if goto.kind == "next":
         return (STEP_WORKERS, index + 1) if index + 1 < count else (STEP_COMMON, None)
@@ -153,7 +153,6 @@ def _show_again(request: HttpRequest, *, job: Job, index: int, body: dict[str, A
     evaluation = evaluate_draft(job, role_index=index, role_body=body)
     base = f"roles[{index}]"
     errors = form_error_views(form.errors, {k: f"{base}.{v}" for k, v in _FORM_PATHS.items()})
-    errors = [error_view(code=e.code, message=e.message, field=e.field) for e in errors]
     findings = errors + to_views(evaluation.findings)
     panel = _panel(index=index, body=body, evaluation=evaluation, findings=findings,
                    selector_text=request.POST.get("selector_text", ""))

@@ -305,7 +305,11 @@ def review(request: HttpRequest, *, job: Job) -> HttpResponse:
         if request.POST.get("compatibility_shown"):
             data["image_compatibility_confirmed"] = bool(
                 form.cleaned_data.get("image_compatibility_confirmed"))
-        job_update(job=job, user=request.user, data=data, partial=True)
+        try:
+            job_update(job=job, user=request.user, data=data, partial=True)
+        except ApplicationError as exc:
+            messages.error(request, exc.message)
+            return redirect("jobs:list")
         return _saved(job, target, goto)
     evaluation = evaluate(job)
     manifest = build_manifest(evaluation.spec, evaluation.ctx)

@@ -113,8 +113,9 @@ def check_name(request: HttpRequest) -> HttpResponse:
     name = request.GET.get("name", "").strip()
     current = request.GET.get("current_job", "")
     exclude = load_job(request, current).pk if current else None
-    findings = name_findings(name, taken=name_is_taken(name, exclude_job_id=exclude)) if name \
-        else []
+    findings = []
+    if name:
+        findings = name_findings(name, taken=name_is_taken(name, exclude_job_id=exclude))
     state = FieldState(path="name", findings=to_views(findings))
     return render(request, "jobs/wizard/_name_feedback.html", {
         "f": state, "name": name, "available": bool(name) and not findings,
