@@ -779,14 +779,26 @@ def _role_findings(r: _Role, earlier_names: Sequence[object]) -> Iterator[Findin
 # -- common configuration --------------------------------------------------------------------
 
 
+def _image_identity(image: str, recorded_digest: str) -> str:
+    """What an image reference pins: ``name@digest`` when a digest is known (the tag then
+    does not matter), else the reference itself."""
+    reference = parse_image_reference(image)
+    if reference is None:
+        return image
+    digest = reference.digest or (recorded_digest if is_digest(recorded_digest) else "")
+    return f"{reference.name}@{digest}" if digest else image
+
+
 def _mixed_image_findings(spec: JobSpec, roles: Sequence[object]) -> Iterator[Finding]:
     images: dict[str, str] = {}
+    identities: set[str] = set()
     for role in roles:
         image, name = _get(role, "image"), _get(role, "name")
         if isinstance(image, str) and parse_image_reference(image) and isinstance(name, str):
-            pinned = pinned_image(image, as_text(_get(role, "image_digest")))
-            images.setdefault(name[:_SHOWN_MAX], pinned)
-    if len(set(images.values())) > 1 and _get(spec, "image_compatibility_confirmed") is not True:
+            digest = as_text(_get(role, "image_digest"))
+            images.setdefault(name[:_SHOWN_MAX], pinned_image(image, digest))
+            identities.add(_image_identity(image, digest))
+    if len(identities) > 1 and _get(spec, "image_compatibility_confirmed") is not True:
         yield _finding(
             "image.mixed",
             _("The roles use different images; confirm that their Ray, Python and RLinf "

@@ -466,6 +466,13 @@ def test_mixed_images_are_accepted_once_confirmed() -> None:
     assert "image.mixed" not in codes(check(confirmed, ctx))
 
 
+def test_the_same_digest_by_tag_or_by_digest_is_one_image() -> None:
+    spec = with_role(
+        clean_spec(), 1, image="registry.example.com/rlinf/rlinf:v0.3", image_digest=DIGEST
+    )
+    assert "image.mixed" not in codes(run(spec))
+
+
 def test_env_field_paths_point_at_the_variable() -> None:
     spec = with_role(clean_spec(), 1, env=(EnvVar("A", "1"), EnvVar("B", "2"), EnvVar("B-C", "3")))
     finding = only(run(spec), "env.name.invalid")
