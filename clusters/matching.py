@@ -5,9 +5,9 @@ Label containment (`labels @> {...}`) is answered by the GIN (jsonb_path_ops) in
 `describe_match` turns one into the body of `POST /api/v1/selector-matches/`, and
 `parse_selector_input` turns user input into a selector or the findings saying why not.
 
-Cost: one query for the matched nodes; for selectors of two or more conditions, two or three
-small queries to learn which clusters each single condition reaches (see `SAMPLE_LIMIT`). A
-one-condition selector needs none: its only condition reaches the clusters of its matches.
+Cost: one query for the matched nodes; for selectors of two or more conditions, one more to
+learn which clusters each single condition reaches (see `SAMPLE_LIMIT`). A one-condition
+selector needs none: its only condition reaches the clusters of its matches.
 `bench/selector_match.py` measures all of it against a plain in-memory scan.
 """
 
@@ -35,36 +35,35 @@ WHERE NOT n.gone AND n.labels @> %s::jsonb
 ORDER BY c.name COLLATE "C", n.name COLLATE "C"
 """
 
-# Which clusters each single condition reaches, in two steps. First, up to SAMPLE_LIMIT + 1
-# matching rows per condition through the GIN index: when fewer come back, their clusters are
-# the exact answer (clusters, pools, racks, hosts: most conditions). A broad condition (zone,
-# GPU model) is then asked of each remaining cluster with a one-row probe through the btree
-# index on cluster_id, which stops at the first hit instead of visiting every match. The
-# probe compares `labels ->> key` (equal to containment for Kubernetes' string labels) so the
-# planner keeps it on the btree rather than building the large GIN bitmap once per cluster.
+# Which clusters each single condition reaches, in one statement. Per condition, up to
+# SAMPLE_LIMIT + 1 matching rows come through the GIN index: when fewer come back, their
+# clusters are the exact answer (cluster, pool, rack, host labels: most conditions). Only for
+# a broad condition (zone, GPU model) is every other cluster asked with a one-row probe through
+# the btree index on cluster_id, which stops at the first hit instead of visiting every match.
+# The probe compares `labels ->> key` (equal to containment for Kubernetes' string labels) so
+# the planner keeps it on the btree rather than building the large GIN bitmap per cluster.
 SAMPLE_LIMIT = 2000
 
-_SAMPLE_PART = """
-(SELECT %s AS i, n.cluster_id FROM clusters_node n
- WHERE NOT n.gone AND n.labels @> %s::jsonb LIMIT %s)"""
-
-_PROBE_PART = """
-(SELECT %s AS i, c.id FROM clusters_cluster c,
- LATERAL (SELECT 1 FROM clusters_node n WHERE n.cluster_id = c.id AND NOT n.gone
-          AND (n.labels ->> %s) = %s LIMIT 1) hit
- WHERE c.id <> ALL(%s))"""
-
-
-def _sample_sql(count: int) -> str:
-    parts = " UNION ALL ".join([_SAMPLE_PART] * count)
-    return (
-        "SELECT s.i, count(*), array_agg(DISTINCT s.cluster_id) "  # noqa: S608
-        f"FROM ({parts}) s GROUP BY s.i"
-    )
+_CONDITIONS_SQL = """
+SELECT cond.i, named.names
+FROM (VALUES {values}) AS cond(i, j, k, v)
+CROSS JOIN LATERAL (
+    SELECT count(*) AS hits, coalesce(array_agg(DISTINCT x.cluster_id), '{{}}') AS ids
+    FROM (SELECT n.cluster_id FROM clusters_node n
+          WHERE NOT n.gone AND n.labels @> cond.j LIMIT %s) x
+) sample
+CROSS JOIN LATERAL (
+    SELECT coalesce(array_agg(c.name), '{{}}') AS names FROM clusters_cluster c
+    WHERE c.id = ANY(sample.ids) OR (sample.hits > %s AND EXISTS (
+        SELECT 1 FROM clusters_node n
+        WHERE n.cluster_id = c.id AND NOT n.gone AND (n.labels ->> cond.k) = cond.v LIMIT 1))
+) named
+"""
 
 
-def _probe_sql(count: int) -> str:
-    return " UNION ALL ".join([_PROBE_PART] * count)
+def _conditions_sql(count: int) -> str:
+    values = ", ".join(["(%s::int, %s::jsonb, %s::text, %s::text)"] * count)
+    return _CONDITIONS_SQL.format(values=values)
 
 
 class _DeviceParser:
@@ -97,44 +96,17 @@ def _fetch_nodes(condition_json: str) -> tuple[MatchedNode, ...]:
     )
 
 
-def _condition_cluster_ids(
-    cursor: Any, conditions: Sequence[tuple[str, str]],
-) -> list[set[int]]:
-    sample_params: list[object] = []
-    for i, (k, v) in enumerate(conditions):
-        sample_params += [i, json.dumps({k: v}), SAMPLE_LIMIT + 1]
-    cursor.execute(_sample_sql(len(conditions)), sample_params)
-    found: list[set[int]] = [set() for _ in conditions]
-    broad: list[int] = []
-    for i, rows, ids in cursor.fetchall():
-        found[i] = set(ids)
-        if rows > SAMPLE_LIMIT:
-            broad.append(i)
-    if broad:
-        probe_params: list[object] = []
-        for i in broad:
-            k, v = conditions[i]
-            probe_params += [i, k, v, sorted(found[i])]
-        cursor.execute(_probe_sql(len(broad)), probe_params)
-        for i, cluster_id in cursor.fetchall():
-            found[i].add(cluster_id)
-    return found
-
-
 def _fetch_condition_clusters(
     conditions: Sequence[tuple[str, str]],
 ) -> tuple[tuple[tuple[str, str], frozenset[str]], ...]:
+    params: list[object] = []
+    for i, (k, v) in enumerate(conditions):
+        params += [i, json.dumps({k: v}), k, v]
+    params += [SAMPLE_LIMIT + 1, SAMPLE_LIMIT]
     with connection.cursor() as cursor:
-        per_condition = _condition_cluster_ids(cursor, conditions)
-        ids = set().union(*per_condition)
-        names: dict[int, str] = {}
-        if ids:
-            cursor.execute("SELECT id, name FROM clusters_cluster WHERE id = ANY(%s)", [list(ids)])
-            names = dict(cursor.fetchall())
-    return tuple(
-        (cond, frozenset(names[i] for i in found))
-        for cond, found in zip(conditions, per_condition, strict=True)
-    )
+        cursor.execute(_conditions_sql(len(conditions)), params)
+        names = dict(cursor.fetchall())
+    return tuple((cond, frozenset(names[i])) for i, cond in enumerate(conditions))
 
 
 def match_selector(selector: Mapping[str, str]) -> SelectorMatch:
