@@ -37,11 +37,23 @@ def register_fleet(simulator: Any) -> list[Cluster]:
     return clusters
 
 
-def approved(*, team: Team, owner: Any, admin: Any, cluster: str, selector: dict[str, str],
-             header: bool = False, gpu: int | None = None) -> int:
+def approved(
+    *,
+    team: Team,
+    owner: Any,
+    admin: Any,
+    cluster: str,
+    selector: dict[str, str],
+    header: bool = False,
+    gpu: int | None = None,
+) -> int:
     verification = verification_request(
-        team=team, user=owner, cluster=Cluster.objects.get(name=cluster), selector=selector,
-        for_header_role=header, requested_gpu=gpu,
+        team=team,
+        user=owner,
+        cluster=Cluster.objects.get(name=cluster),
+        selector=selector,
+        for_header_role=header,
+        requested_gpu=gpu,
     )
     if verification.state == VerificationState.PENDING:
         verification_approve(verification_id=verification.pk, admin=admin, note="checked")
@@ -50,30 +62,48 @@ def approved(*, team: Team, owner: Any, admin: Any, cluster: str, selector: dict
 
 def role(name: str, selector: dict[str, str], *, gpus: int = 0) -> dict[str, Any]:
     return {
-        "name": name, "cluster": "gpu-a", "selector": selector, "gpus": gpus,
-        "image": IMAGE, "prepare_script": "source /opt/venv/bin/activate",
+        "name": name,
+        "cluster": "gpu-a",
+        "selector": selector,
+        "gpus": gpus,
+        "image": IMAGE,
+        "prepare_script": "source /opt/venv/bin/activate",
     }
 
 
-def submittable_job(*, team: Team, owner: Any, admin: Any, name: str = "ppo-run",
-                    worker_selector: dict[str, str] = CPU_SELECTOR) -> Job:
+def submittable_job(
+    *,
+    team: Team,
+    owner: Any,
+    admin: Any,
+    name: str = "ppo-run",
+    worker_selector: dict[str, str] = CPU_SELECTOR,
+) -> Job:
     """A two-role draft (Actor as Header on one node, Rollout on several) without errors."""
-    approved(team=team, owner=owner, admin=admin, cluster="gpu-a", selector=HEAD_SELECTOR,
-             header=True)
+    approved(
+        team=team, owner=owner, admin=admin, cluster="gpu-a", selector=HEAD_SELECTOR, header=True
+    )
     approved(team=team, owner=owner, admin=admin, cluster="gpu-a", selector=worker_selector)
     launch_list = LaunchList.objects.create(
-        team=team, title=f"{name} launch list", created_by=owner, entry="python -m rlinf.train",
+        team=team,
+        title=f"{name} launch list",
+        created_by=owner,
+        entry="python -m rlinf.train",
         expected_signals=[EXPECTED_SIGNAL],
     )
     parameters = DeploymentParameters.objects.create(
         team=team, title=f"{name} parameters", created_by=owner, launch_list=launch_list
     )
-    return job_create(team=team, user=owner, data={
-        "name": name,
-        "task_type": "custom",
-        "header_role": "Actor",
-        "roles": [role("Actor", HEAD_SELECTOR, gpus=8), role("Rollout", worker_selector)],
-        "run_script": "cd /workspace/rlinf && python -m rlinf.train --config ppo.yaml",
-        "launch_list": launch_list.pk,
-        "deployment_parameters": parameters.pk,
-    })
+    return job_create(
+        team=team,
+        user=owner,
+        data={
+            "name": name,
+            "task_type": "custom",
+            "header_role": "Actor",
+            "roles": [role("Actor", HEAD_SELECTOR, gpus=8), role("Rollout", worker_selector)],
+            "run_script": "cd /workspace/rlinf && python -m rlinf.train --config ppo.yaml",
+            "launch_list": launch_list.pk,
+            "deployment_parameters": parameters.pk,
+        },
+    )

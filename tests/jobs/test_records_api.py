@@ -59,8 +59,9 @@ def test_a_launch_list_is_created_in_the_users_team_with_its_signals(
 
 
 def test_a_signal_without_what_to_look_for_is_refused(api: APIClient) -> None:
-    response = api.post(LISTS, {"title": "t", "expected_signals": [{"where": "log"}]},
-                        format="json")
+    response = api.post(
+        LISTS, {"title": "t", "expected_signals": [{"where": "log"}]}, format="json"
+    )
     assert response.status_code == 400
     assert "expected_signals" in response.json()["detail"]
     assert not LaunchList.objects.exists()
@@ -79,8 +80,10 @@ def test_launch_lists_of_another_team_are_invisible_and_404(
     created = create_list(api)
     assert outsider_api.get(LISTS).json()["results"] == []
     assert outsider_api.get(f"{LISTS}{created['id']}/").status_code == 404
-    assert outsider_api.patch(f"{LISTS}{created['id']}/", {"title": "x"},
-                              format="json").status_code == 404
+    assert (
+        outsider_api.patch(f"{LISTS}{created['id']}/", {"title": "x"}, format="json").status_code
+        == 404
+    )
     assert LaunchList.objects.get().title == "first run"
 
 
@@ -99,36 +102,38 @@ def test_the_two_records_reference_each_other(api: APIClient) -> None:
     params = create_params(api, launch_list=launch_list["id"])
     assert params["launch_list"] == launch_list["id"]
     assert api.get(f"{LISTS}{launch_list['id']}/").json()["deployment_parameters"] == params["id"]
-    unlinked = api.patch(f"{LISTS}{launch_list['id']}/", {"deployment_parameters": None},
-                         format="json")
+    unlinked = api.patch(
+        f"{LISTS}{launch_list['id']}/", {"deployment_parameters": None}, format="json"
+    )
     assert unlinked.json()["deployment_parameters"] is None
     assert api.get(f"{PARAMS}{params['id']}/").json()["launch_list"] is None
-    relinked = api.patch(f"{LISTS}{launch_list['id']}/",
-                         {"deployment_parameters": params["id"]}, format="json")
+    relinked = api.patch(
+        f"{LISTS}{launch_list['id']}/", {"deployment_parameters": params["id"]}, format="json"
+    )
     assert relinked.json()["deployment_parameters"] == params["id"]
 
 
 def test_a_launch_list_links_one_set_of_parameters_only(api: APIClient) -> None:
     launch_list = create_list(api)
     create_params(api, launch_list=launch_list["id"])
-    response = api.post(PARAMS, {"title": "second", "launch_list": launch_list["id"]},
-                        format="json")
+    response = api.post(
+        PARAMS, {"title": "second", "launch_list": launch_list["id"]}, format="json"
+    )
     assert response.status_code == 409
     assert response.json()["field"] == "launch_list"
     assert DeploymentParameters.objects.count() == 1
 
 
-def test_records_of_another_team_cannot_be_linked(
-    api: APIClient, outsider_api: APIClient
-) -> None:
+def test_records_of_another_team_cannot_be_linked(api: APIClient, outsider_api: APIClient) -> None:
     theirs = create_list(outsider_api)
     response = api.post(PARAMS, {"title": "p", "launch_list": theirs["id"]}, format="json")
     assert response.status_code == 400
     assert response.json()["field"] == "launch_list"
     their_params = create_params(outsider_api)
     mine = create_list(api)
-    response = api.patch(f"{LISTS}{mine['id']}/",
-                         {"deployment_parameters": their_params["id"]}, format="json")
+    response = api.patch(
+        f"{LISTS}{mine['id']}/", {"deployment_parameters": their_params["id"]}, format="json"
+    )
     assert response.status_code == 400
     assert DeploymentParameters.objects.get(pk=their_params["id"]).launch_list is None
 
@@ -142,24 +147,33 @@ def test_parameters_keep_roles_and_the_teams_verifications(
     load_fleet_rows()
     gpu_a = Cluster.objects.get(name="gpu-a")
     mine = verification_request(team=team, user=owner, cluster=gpu_a, selector=HEAD_SELECTOR)
-    theirs = verification_request(team=other_team, user=outsider, cluster=gpu_a,
-                                  selector=HEAD_SELECTOR)
-    roles = [{"role": "Actor", "cluster": "gpu-a", "selector": HEAD_SELECTOR, "gpus": 8,
-              "mounts": [{"kind": "host_path", "source": "/data", "target": "/mnt/data"}]}]
-    created = create_params(api, roles=roles, verifications=[mine.pk],
-                            storage_notes="/data exists on a-head-01")
+    theirs = verification_request(
+        team=other_team, user=outsider, cluster=gpu_a, selector=HEAD_SELECTOR
+    )
+    roles = [
+        {
+            "role": "Actor",
+            "cluster": "gpu-a",
+            "selector": HEAD_SELECTOR,
+            "gpus": 8,
+            "mounts": [{"kind": "host_path", "source": "/data", "target": "/mnt/data"}],
+        }
+    ]
+    created = create_params(
+        api, roles=roles, verifications=[mine.pk], storage_notes="/data exists on a-head-01"
+    )
     assert created["verifications"] == [mine.pk]
     assert created["roles"][0]["selector"] == HEAD_SELECTOR
     assert created["roles"][0]["mounts"][0]["target"] == "/mnt/data"
-    refused = api.patch(f"{PARAMS}{created['id']}/", {"verifications": [theirs.pk]},
-                        format="json")
+    refused = api.patch(f"{PARAMS}{created['id']}/", {"verifications": [theirs.pk]}, format="json")
     assert refused.status_code == 400
     assert refused.json()["field"] == "verifications"
 
 
 def test_a_malformed_role_is_refused_naming_the_place(api: APIClient) -> None:
-    response = api.post(PARAMS, {"title": "p", "roles": [{"role": "Actor", "gpus": -1}]},
-                        format="json")
+    response = api.post(
+        PARAMS, {"title": "p", "roles": [{"role": "Actor", "gpus": -1}]}, format="json"
+    )
     assert response.status_code == 400
     assert response.json()["detail"].startswith("Malformed request body: roles")
 
@@ -168,20 +182,32 @@ def test_fill_from_a_job_draft_copies_placement_and_confirming_verifications(
     api: APIClient, team: Team, owner: Any, admin_user: Any
 ) -> None:
     load_fleet_rows()
-    head = approved(team=team, owner=owner, admin=admin_user, cluster="gpu-a",
-                    selector=HEAD_SELECTOR, header=True)
-    job_create(team=team, user=owner, data={
-        "name": "draft-a", "task_type": "custom", "header_role": "Actor",
-        "network_domain": "",
-        "roles": [role("Actor", HEAD_SELECTOR, gpus=8), role("Rollout", CPU_SELECTOR)],
-    })
+    head = approved(
+        team=team,
+        owner=owner,
+        admin=admin_user,
+        cluster="gpu-a",
+        selector=HEAD_SELECTOR,
+        header=True,
+    )
+    job_create(
+        team=team,
+        user=owner,
+        data={
+            "name": "draft-a",
+            "task_type": "custom",
+            "header_role": "Actor",
+            "network_domain": "",
+            "roles": [role("Actor", HEAD_SELECTOR, gpus=8), role("Rollout", CPU_SELECTOR)],
+        },
+    )
     params = create_params(api)
-    response = api.post(f"{PARAMS}{params['id']}/fill-from-job/", {"job": "draft-a"},
-                        format="json")
+    response = api.post(f"{PARAMS}{params['id']}/fill-from-job/", {"job": "draft-a"}, format="json")
     assert response.status_code == 200
     filled = response.json()
     assert [(r["role"], r["cluster"], r["selector"], r["gpus"]) for r in filled["roles"]] == [
-        ("Actor", "gpu-a", HEAD_SELECTOR, 8), ("Rollout", "gpu-a", CPU_SELECTOR, 0),
+        ("Actor", "gpu-a", HEAD_SELECTOR, 8),
+        ("Rollout", "gpu-a", CPU_SELECTOR, 0),
     ]
     assert filled["verifications"] == [head]  # the Rollout selector has no approval
 
@@ -191,21 +217,24 @@ def test_fill_from_another_teams_job_answers_404(
 ) -> None:
     job_create(team=other_team, user=outsider, data={"name": "theirs", "task_type": "rl"})
     params = create_params(api)
-    response = api.post(f"{PARAMS}{params['id']}/fill-from-job/", {"job": "theirs"},
-                        format="json")
+    response = api.post(f"{PARAMS}{params['id']}/fill-from-job/", {"job": "theirs"}, format="json")
     assert response.status_code == 404
     assert DeploymentParameters.objects.get().roles == []
 
 
-def test_parameters_of_another_team_answer_404(
-    api: APIClient, outsider_api: APIClient
-) -> None:
+def test_parameters_of_another_team_answer_404(api: APIClient, outsider_api: APIClient) -> None:
     params = create_params(api)
     assert outsider_api.get(f"{PARAMS}{params['id']}/").status_code == 404
-    assert outsider_api.patch(f"{PARAMS}{params['id']}/", {"title": "x"},
-                              format="json").status_code == 404
-    assert outsider_api.post(f"{PARAMS}{params['id']}/fill-from-job/", {"job": "x"},
-                             format="json").status_code == 404
+    assert (
+        outsider_api.patch(f"{PARAMS}{params['id']}/", {"title": "x"}, format="json").status_code
+        == 404
+    )
+    assert (
+        outsider_api.post(
+            f"{PARAMS}{params['id']}/fill-from-job/", {"job": "x"}, format="json"
+        ).status_code
+        == 404
+    )
     assert outsider_api.get(PARAMS).json()["results"] == []
 
 
@@ -226,7 +255,9 @@ def test_changes_are_audited_with_the_actor_and_readable_by_the_team(
 
 
 def test_another_teams_audit_events_are_not_shown(
-    api: APIClient, outsider_api: APIClient, admin_user: Any,
+    api: APIClient,
+    outsider_api: APIClient,
+    admin_user: Any,
     api_client_for: Callable[[Any], APIClient],
 ) -> None:
     create_list(api)

@@ -72,9 +72,7 @@ def running(record: RunRecord, sim: Any) -> None:
 # --- submit -----------------------------------------------------------------------------------
 
 
-def test_submit_answers_422_with_findings_while_an_error_remains(
-    job: Job, api: APIClient
-) -> None:
+def test_submit_answers_422_with_findings_while_an_error_remains(job: Job, api: APIClient) -> None:
     Job.objects.filter(pk=job.pk).update(launch_list=None)
     response = api.post(f"/api/v1/jobs/{job.name}/submit/")
     assert response.status_code == 422
@@ -84,9 +82,7 @@ def test_submit_answers_422_with_findings_while_an_error_remains(
     assert job.state == JobState.DRAFT
 
 
-def test_a_submitted_job_cannot_be_submitted_again(
-    submitted: RunRecord, api: APIClient
-) -> None:
+def test_a_submitted_job_cannot_be_submitted_again(submitted: RunRecord, api: APIClient) -> None:
     response = api.post(f"/api/v1/jobs/{submitted.job_name}/submit/")
     assert response.status_code == 409
     assert RunRecord.objects.count() == 1
@@ -121,8 +117,15 @@ def test_the_run_record_returns_the_chain_in_order_with_the_received_yamls_hash(
     assert response.status_code == 200
     chain = response.json()
     assert list(chain) == [
-        "job", "launch_list", "deployment_parameters", "verifications", "manifest",
-        "submission", "status_history", "first_run_checks", "audit_events",
+        "job",
+        "launch_list",
+        "deployment_parameters",
+        "verifications",
+        "manifest",
+        "submission",
+        "status_history",
+        "first_run_checks",
+        "audit_events",
     ]
     (received,) = demo_simulator.created_bodies(CLUSTER)
     sent_hash = hashlib.sha256(dump_yaml(received["body"]).encode()).hexdigest()
@@ -130,14 +133,23 @@ def test_the_run_record_returns_the_chain_in_order_with_the_received_yamls_hash(
     assert [c["phase"] for c in chain["status_history"]] == ["Pending", "Running"]
     assert [a["outcome"] for a in chain["submission"]["attempts"]] == ["created"]
     models = {event["model"] for event in chain["audit_events"]}
-    assert {"jobs.Job", "jobs.Role", "jobs.RunRecord", "jobs.SubmissionAttempt",
-            "jobs.StatusChange", "jobs.LaunchList", "jobs.DeploymentParameters"} <= models
+    assert {
+        "jobs.Job",
+        "jobs.Role",
+        "jobs.RunRecord",
+        "jobs.SubmissionAttempt",
+        "jobs.StatusChange",
+        "jobs.LaunchList",
+        "jobs.DeploymentParameters",
+    } <= models
     times = [event["at"] for event in chain["audit_events"]]
     assert times == sorted(times)
 
 
 def test_another_team_gets_404_and_a_platform_admin_reads_the_record(
-    submitted: RunRecord, outsider_api: APIClient, admin_user: Any,
+    submitted: RunRecord,
+    outsider_api: APIClient,
+    admin_user: Any,
     api_client_for: Callable[[Any], APIClient],
 ) -> None:
     path = f"/api/v1/run-records/{submitted.job_name}/"
@@ -180,8 +192,11 @@ def test_a_job_already_gone_from_its_cluster_cancels_fine(
 ) -> None:
     from clusters.k8s import delete_job
 
-    delete_job(credentials=demo_simulator.credentials(CLUSTER), namespace=NAMESPACE,
-               name=submitted.job_name)
+    delete_job(
+        credentials=demo_simulator.credentials(CLUSTER),
+        namespace=NAMESPACE,
+        name=submitted.job_name,
+    )
     assert api.post(f"/api/v1/jobs/{submitted.job_name}/cancel/").status_code == 200
 
 
@@ -189,16 +204,16 @@ def test_another_team_cannot_cancel(
     submitted: RunRecord, outsider_api: APIClient, demo_simulator: Any
 ) -> None:
     assert outsider_api.post(f"/api/v1/jobs/{submitted.job_name}/cancel/").status_code == 404
-    assert len(list_jobs(credentials=demo_simulator.credentials(CLUSTER),
-                         namespace=NAMESPACE)) == 1
+    assert len(list_jobs(credentials=demo_simulator.credentials(CLUSTER), namespace=NAMESPACE)) == 1
 
 
 # --- first-run check --------------------------------------------------------------------------
 
 
 def test_the_first_run_check_waits_for_running(submitted: RunRecord, api: APIClient) -> None:
-    response = api.post(f"/api/v1/jobs/{submitted.job_name}/first-run-check/",
-                        {"observed": True}, format="json")
+    response = api.post(
+        f"/api/v1/jobs/{submitted.job_name}/first-run-check/", {"observed": True}, format="json"
+    )
     assert response.status_code == 409
     assert not FirstRunCheck.objects.exists()
 
@@ -207,13 +222,22 @@ def test_an_observed_signal_is_stored_with_who_and_when(
     submitted: RunRecord, api: APIClient, owner: Any, demo_simulator: Any
 ) -> None:
     running(submitted, demo_simulator)
-    response = api.post(f"/api/v1/jobs/{submitted.job_name}/first-run-check/", {
-        "observed": True, "evidence": "reward_mean=0.12 at step 1", "notes": "as expected",
-    }, format="json")
+    response = api.post(
+        f"/api/v1/jobs/{submitted.job_name}/first-run-check/",
+        {
+            "observed": True,
+            "evidence": "reward_mean=0.12 at step 1",
+            "notes": "as expected",
+        },
+        format="json",
+    )
     assert response.status_code == 201
     check = FirstRunCheck.objects.get()
     assert (check.observed, check.evidence, check.checked_by) == (
-        True, "reward_mean=0.12 at step 1", owner)
+        True,
+        "reward_mean=0.12 at step 1",
+        owner,
+    )
     assert check.troubleshooting == {}
     listing = api.get(f"/api/v1/jobs/{submitted.job_name}/first-run-check/").json()
     assert listing["checks"][0]["checked_by"] == "owner"
@@ -226,15 +250,26 @@ def test_a_missing_signal_stores_the_troubleshooting_answers(
     running(submitted, demo_simulator)
     checklist = api.get(f"/api/v1/jobs/{submitted.job_name}/first-run-check/").json()
     codes = [item["code"] for item in checklist["checklist"]]
-    assert {"image.tools", "prepare.before_ray", "run_script.cd", "head.one_replica",
-            "cluster_check.warning", "mounts.shadowing"} <= set(codes)
-    response = api.post(f"/api/v1/jobs/{submitted.job_name}/first-run-check/", {
-        "observed": False, "evidence": "no reward line after 30 min",
-        "troubleshooting": {
-            "cluster_check.warning": {"answer": "problem", "note": "2 of 5 nodes joined"},
-            "run_script.cd": {"answer": "ok"},
+    assert {
+        "image.tools",
+        "prepare.before_ray",
+        "run_script.cd",
+        "head.one_replica",
+        "cluster_check.warning",
+        "mounts.shadowing",
+    } <= set(codes)
+    response = api.post(
+        f"/api/v1/jobs/{submitted.job_name}/first-run-check/",
+        {
+            "observed": False,
+            "evidence": "no reward line after 30 min",
+            "troubleshooting": {
+                "cluster_check.warning": {"answer": "problem", "note": "2 of 5 nodes joined"},
+                "run_script.cd": {"answer": "ok"},
+            },
         },
-    }, format="json")
+        format="json",
+    )
     assert response.status_code == 201
     check = FirstRunCheck.objects.get()
     assert check.troubleshooting == {
@@ -247,9 +282,14 @@ def test_an_unknown_checklist_item_is_refused(
     submitted: RunRecord, api: APIClient, demo_simulator: Any
 ) -> None:
     running(submitted, demo_simulator)
-    response = api.post(f"/api/v1/jobs/{submitted.job_name}/first-run-check/", {
-        "observed": False, "troubleshooting": {"vibes": {"answer": "ok"}},
-    }, format="json")
+    response = api.post(
+        f"/api/v1/jobs/{submitted.job_name}/first-run-check/",
+        {
+            "observed": False,
+            "troubleshooting": {"vibes": {"answer": "ok"}},
+        },
+        format="json",
+    )
     assert response.status_code == 400
     assert response.json()["field"] == "troubleshooting"
 
@@ -258,8 +298,9 @@ def test_another_team_cannot_record_a_first_run_check(
     submitted: RunRecord, outsider_api: APIClient, demo_simulator: Any
 ) -> None:
     running(submitted, demo_simulator)
-    response = outsider_api.post(f"/api/v1/jobs/{submitted.job_name}/first-run-check/",
-                                 {"observed": True}, format="json")
+    response = outsider_api.post(
+        f"/api/v1/jobs/{submitted.job_name}/first-run-check/", {"observed": True}, format="json"
+    )
     assert response.status_code == 404
 
 
@@ -269,24 +310,33 @@ def test_another_team_cannot_record_a_first_run_check(
 def test_clone_makes_a_new_draft_with_the_roles_and_common_configuration(
     submitted: RunRecord, api: APIClient
 ) -> None:
-    response = api.post(f"/api/v1/run-records/{submitted.job_name}/clone/",
-                        {"name": "ppo-run-2"}, format="json")
+    response = api.post(
+        f"/api/v1/run-records/{submitted.job_name}/clone/", {"name": "ppo-run-2"}, format="json"
+    )
     assert response.status_code == 201
     assert response.json() == {"name": "ppo-run-2", "state": "draft"}
     source, clone = Job.objects.get(pk=submitted.job_id), Job.objects.get(name="ppo-run-2")
-    fields = ("task_type", "header_role", "run_script", "team_id", "launch_list_id",
-              "deployment_parameters_id")
+    fields = (
+        "task_type",
+        "header_role",
+        "run_script",
+        "team_id",
+        "launch_list_id",
+        "deployment_parameters_id",
+    )
     assert [getattr(clone, f) for f in fields] == [getattr(source, f) for f in fields]
     roles = ("name", "cluster", "selector", "gpus", "image", "prepare_script")
     assert list(clone.roles.values_list(*roles)) == list(source.roles.values_list(*roles))
-    taken = api.post(f"/api/v1/run-records/{submitted.job_name}/clone/",
-                     {"name": "ppo-run-2"}, format="json")
+    taken = api.post(
+        f"/api/v1/run-records/{submitted.job_name}/clone/", {"name": "ppo-run-2"}, format="json"
+    )
     assert taken.status_code == 400
 
 
 def test_another_team_cannot_clone(submitted: RunRecord, outsider_api: APIClient) -> None:
-    response = outsider_api.post(f"/api/v1/run-records/{submitted.job_name}/clone/",
-                                 {"name": "stolen"}, format="json")
+    response = outsider_api.post(
+        f"/api/v1/run-records/{submitted.job_name}/clone/", {"name": "stolen"}, format="json"
+    )
     assert response.status_code == 404
     assert not Job.objects.filter(name="stolen").exists()
 
@@ -294,10 +344,10 @@ def test_another_team_cannot_clone(submitted: RunRecord, outsider_api: APIClient
 def test_the_diff_of_two_run_records_shows_the_changed_lines(
     submitted: RunRecord, api: APIClient, django_capture_on_commit_callbacks: Any
 ) -> None:
-    api.post(f"/api/v1/run-records/{submitted.job_name}/clone/", {"name": "ppo-run-2"},
-             format="json")
-    api.patch("/api/v1/jobs/ppo-run-2/", {"run_script": "cd /w && python train.py"},
-              format="json")
+    api.post(
+        f"/api/v1/run-records/{submitted.job_name}/clone/", {"name": "ppo-run-2"}, format="json"
+    )
+    api.patch("/api/v1/jobs/ppo-run-2/", {"run_script": "cd /w && python train.py"}, format="json")
     submit(api, "ppo-run-2", django_capture_on_commit_callbacks)
     response = api.get("/api/v1/run-records/ppo-run-2/diff/", {"against": submitted.job_name})
     assert response.status_code == 200
@@ -310,7 +360,15 @@ def test_the_diff_of_two_run_records_shows_the_changed_lines(
 def test_a_diff_against_another_teams_record_answers_404(
     submitted: RunRecord, outsider_api: APIClient, api: APIClient
 ) -> None:
-    assert outsider_api.get(f"/api/v1/run-records/{submitted.job_name}/diff/",
-                            {"against": submitted.job_name}).status_code == 404
-    assert api.get(f"/api/v1/run-records/{submitted.job_name}/diff/",
-                   {"against": "nobody"}).status_code == 404
+    assert (
+        outsider_api.get(
+            f"/api/v1/run-records/{submitted.job_name}/diff/", {"against": submitted.job_name}
+        ).status_code
+        == 404
+    )
+    assert (
+        api.get(
+            f"/api/v1/run-records/{submitted.job_name}/diff/", {"against": "nobody"}
+        ).status_code
+        == 404
+    )

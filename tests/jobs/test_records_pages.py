@@ -42,8 +42,9 @@ def page(client: Client, url: str, **params: Any) -> str:
     return response.content.decode()
 
 
-def submitted(sim: Any, team: Team, owner: Any, admin: Any, capture: Any,
-              **options: Any) -> RunRecord:
+def submitted(
+    sim: Any, team: Team, owner: Any, admin: Any, capture: Any, **options: Any
+) -> RunRecord:
     register_fleet(sim)
     job = submittable_job(team=team, owner=owner, admin=admin, **options)
     with capture(execute=False):
@@ -57,10 +58,14 @@ def submitted(sim: Any, team: Team, owner: Any, admin: Any, capture: Any,
 
 def test_a_launch_list_is_created_and_edited_in_pages(browser: Client, team: Team) -> None:
     assert "no launch lists yet" in page(browser, "/jobs/launch-lists/")
-    response = browser.post("/jobs/launch-lists/new/", {
-        "title": "PPO first run", "entry": "python -m rlinf.train",
-        "expected_signals": "reward mean | Head Task log | 20\nfirst checkpoint | /mnt/ckpt |",
-    })
+    response = browser.post(
+        "/jobs/launch-lists/new/",
+        {
+            "title": "PPO first run",
+            "entry": "python -m rlinf.train",
+            "expected_signals": "reward mean | Head Task log | 20\nfirst checkpoint | /mnt/ckpt |",
+        },
+    )
     launch_list = LaunchList.objects.get()
     assert response.status_code == 302
     assert response["Location"] == f"/jobs/launch-lists/{launch_list.pk}/"
@@ -75,9 +80,13 @@ def test_a_launch_list_is_created_and_edited_in_pages(browser: Client, team: Tea
 
 
 def test_a_malformed_signal_line_is_shown_next_to_the_field(browser: Client) -> None:
-    response = browser.post("/jobs/launch-lists/new/", {
-        "title": "t", "expected_signals": "reward | log | soon",
-    })
+    response = browser.post(
+        "/jobs/launch-lists/new/",
+        {
+            "title": "t",
+            "expected_signals": "reward | log | soon",
+        },
+    )
     assert response.status_code == 200
     assert "Line 1: minutes must be a whole number above 0." in response.content.decode()
     assert not LaunchList.objects.exists()
@@ -87,11 +96,15 @@ def test_deployment_parameters_take_yaml_roles_and_link_the_launch_list(
     browser: Client, team: Team, owner: Any
 ) -> None:
     launch_list = LaunchList.objects.create(team=team, title="ll", created_by=owner)
-    response = browser.post("/jobs/deployment-parameters/new/", {
-        "title": "placement", "launch_list": launch_list.pk,
-        "roles": "- role: Actor\n  cluster: gpu-a\n"
-                 "  selector: {kubernetes.io/hostname: a-head-01}\n  gpus: 8\n",
-    })
+    response = browser.post(
+        "/jobs/deployment-parameters/new/",
+        {
+            "title": "placement",
+            "launch_list": launch_list.pk,
+            "roles": "- role: Actor\n  cluster: gpu-a\n"
+            "  selector: {kubernetes.io/hostname: a-head-01}\n  gpus: 8\n",
+        },
+    )
     assert response.status_code == 302
     params = DeploymentParameters.objects.get()
     assert params.launch_list == launch_list
@@ -101,9 +114,13 @@ def test_deployment_parameters_take_yaml_roles_and_link_the_launch_list(
 
 
 def test_broken_yaml_roles_are_reported_not_saved(browser: Client) -> None:
-    response = browser.post("/jobs/deployment-parameters/new/", {
-        "title": "p", "roles": "- role: Actor\n  gpus: [",
-    })
+    response = browser.post(
+        "/jobs/deployment-parameters/new/",
+        {
+            "title": "p",
+            "roles": "- role: Actor\n  gpus: [",
+        },
+    )
     assert response.status_code == 200
     assert "Not valid YAML" in response.content.decode()
     assert not DeploymentParameters.objects.exists()
@@ -127,14 +144,14 @@ def test_another_teams_records_answer_404_in_pages(
     stranger: Client, team: Team, owner: Any
 ) -> None:
     launch_list = LaunchList.objects.create(team=team, title="secret list", created_by=owner)
-    params = DeploymentParameters.objects.create(team=team, title="secret params",
-                                                 created_by=owner)
+    params = DeploymentParameters.objects.create(team=team, title="secret params", created_by=owner)
     assert stranger.get(f"/jobs/launch-lists/{launch_list.pk}/").status_code == 404
-    assert stranger.post(f"/jobs/launch-lists/{launch_list.pk}/",
-                         {"title": "x"}).status_code == 404
+    assert stranger.post(f"/jobs/launch-lists/{launch_list.pk}/", {"title": "x"}).status_code == 404
     assert stranger.get(f"/jobs/deployment-parameters/{params.pk}/").status_code == 404
-    assert stranger.post(f"/jobs/deployment-parameters/{params.pk}/fill/",
-                         {"job": "x"}).status_code == 404
+    assert (
+        stranger.post(f"/jobs/deployment-parameters/{params.pk}/fill/", {"job": "x"}).status_code
+        == 404
+    )
     assert "secret list" not in page(stranger, "/jobs/launch-lists/")
     assert "secret params" not in page(stranger, "/jobs/deployment-parameters/")
 
@@ -143,11 +160,22 @@ def test_another_teams_records_answer_404_in_pages(
 
 
 def test_the_job_page_shows_the_pending_flag_with_the_reason(
-    browser: Client, demo_simulator: Any, team: Team, owner: Any, admin_user: Any,
-    settings: Any, django_capture_on_commit_callbacks: Any,
+    browser: Client,
+    demo_simulator: Any,
+    team: Team,
+    owner: Any,
+    admin_user: Any,
+    settings: Any,
+    django_capture_on_commit_callbacks: Any,
 ) -> None:
-    record = submitted(demo_simulator, team, owner, admin_user,
-                       django_capture_on_commit_callbacks, worker_selector=POOL_SELECTOR)
+    record = submitted(
+        demo_simulator,
+        team,
+        owner,
+        admin_user,
+        django_capture_on_commit_callbacks,
+        worker_selector=POOL_SELECTOR,
+    )
     demo_simulator.tick()
     settings.RLARK_PENDING_DEADLINE = 0
     sync_submitted_jobs()
@@ -160,28 +188,37 @@ def test_the_job_page_shows_the_pending_flag_with_the_reason(
 
 
 def test_the_first_run_check_form_stores_a_no_with_the_checklist(
-    browser: Client, demo_simulator: Any, team: Team, owner: Any, admin_user: Any,
+    browser: Client,
+    demo_simulator: Any,
+    team: Team,
+    owner: Any,
+    admin_user: Any,
     django_capture_on_commit_callbacks: Any,
 ) -> None:
-    record = submitted(demo_simulator, team, owner, admin_user,
-                       django_capture_on_commit_callbacks)
+    record = submitted(demo_simulator, team, owner, admin_user, django_capture_on_commit_callbacks)
     sync_submitted_jobs()
     demo_simulator.tick()
     sync_submitted_jobs()
     html = page(browser, f"/jobs/job/{record.job_name}/")
     assert "first rollout batch with reward mean" in html
     assert "First-run troubleshooting checklist" in html
-    response = browser.post(f"/jobs/job/{record.job_name}/first-run-check/", {
-        "observed": "no", "evidence": "nothing in the log",
-        "answer__cluster_check.warning": "problem",
-        "note__cluster_check.warning": "only the head joined",
-        "answer__run_script.cd": "ok",
-    })
+    response = browser.post(
+        f"/jobs/job/{record.job_name}/first-run-check/",
+        {
+            "observed": "no",
+            "evidence": "nothing in the log",
+            "answer__cluster_check.warning": "problem",
+            "note__cluster_check.warning": "only the head joined",
+            "answer__run_script.cd": "ok",
+        },
+    )
     assert response.status_code == 302
     check = FirstRunCheck.objects.get()
     assert check.observed is False
     assert check.troubleshooting["cluster_check.warning"] == {
-        "answer": "problem", "note": "only the head joined"}
+        "answer": "problem",
+        "note": "only the head joined",
+    }
     assert check.troubleshooting["run_script.cd"]["answer"] == "ok"
     assert check.troubleshooting["image.tools"]["answer"] == "unchecked"
     after = page(browser, f"/jobs/job/{record.job_name}/")
@@ -190,11 +227,14 @@ def test_the_first_run_check_form_stores_a_no_with_the_checklist(
 
 
 def test_cancel_from_the_job_page(
-    browser: Client, demo_simulator: Any, team: Team, owner: Any, admin_user: Any,
+    browser: Client,
+    demo_simulator: Any,
+    team: Team,
+    owner: Any,
+    admin_user: Any,
     django_capture_on_commit_callbacks: Any,
 ) -> None:
-    record = submitted(demo_simulator, team, owner, admin_user,
-                       django_capture_on_commit_callbacks)
+    record = submitted(demo_simulator, team, owner, admin_user, django_capture_on_commit_callbacks)
     response = browser.post(f"/jobs/job/{record.job_name}/cancel/")
     assert response.status_code == 302
     assert Job.objects.get(pk=record.job_id).state == JobState.CANCELLED
@@ -202,15 +242,22 @@ def test_cancel_from_the_job_page(
 
 
 def test_the_job_page_of_another_team_answers_404(
-    stranger: Client, demo_simulator: Any, team: Team, owner: Any, admin_user: Any,
+    stranger: Client,
+    demo_simulator: Any,
+    team: Team,
+    owner: Any,
+    admin_user: Any,
     django_capture_on_commit_callbacks: Any,
 ) -> None:
-    record = submitted(demo_simulator, team, owner, admin_user,
-                       django_capture_on_commit_callbacks)
+    record = submitted(demo_simulator, team, owner, admin_user, django_capture_on_commit_callbacks)
     assert stranger.get(f"/jobs/job/{record.job_name}/").status_code == 404
     assert stranger.post(f"/jobs/job/{record.job_name}/cancel/").status_code == 404
-    assert stranger.post(f"/jobs/job/{record.job_name}/first-run-check/",
-                         {"observed": "yes"}).status_code == 404
+    assert (
+        stranger.post(
+            f"/jobs/job/{record.job_name}/first-run-check/", {"observed": "yes"}
+        ).status_code
+        == 404
+    )
     assert Job.objects.get(pk=record.job_id).state == JobState.PENDING
 
 
@@ -218,16 +265,26 @@ def test_the_job_page_of_another_team_answers_404(
 
 
 def test_the_run_record_page_shows_the_chain_in_order(
-    browser: Client, demo_simulator: Any, team: Team, owner: Any, admin_user: Any,
+    browser: Client,
+    demo_simulator: Any,
+    team: Team,
+    owner: Any,
+    admin_user: Any,
     django_capture_on_commit_callbacks: Any,
 ) -> None:
-    record = submitted(demo_simulator, team, owner, admin_user,
-                       django_capture_on_commit_callbacks)
+    record = submitted(demo_simulator, team, owner, admin_user, django_capture_on_commit_callbacks)
     sync_submitted_jobs()
     html = page(browser, f"/jobs/records/{record.job_name}/")
-    sections = ["1. Launch list", "2. Deployment parameters", "3. Verifications",
-                "4. Final YAML", "5. Submission", "6. Status history", "7. First-run check",
-                "8. Audit events"]
+    sections = [
+        "1. Launch list",
+        "2. Deployment parameters",
+        "3. Verifications",
+        "4. Final YAML",
+        "5. Submission",
+        "6. Status history",
+        "7. First-run check",
+        "8. Audit events",
+    ]
     positions = [html.index(section) for section in sections]
     assert positions == sorted(positions)
     assert record.manifest_sha256 in html
@@ -235,11 +292,15 @@ def test_the_run_record_page_shows_the_chain_in_order(
 
 
 def test_the_lookup_finds_a_record_by_name(
-    browser: Client, stranger: Client, demo_simulator: Any, team: Team, owner: Any,
-    admin_user: Any, django_capture_on_commit_callbacks: Any,
+    browser: Client,
+    stranger: Client,
+    demo_simulator: Any,
+    team: Team,
+    owner: Any,
+    admin_user: Any,
+    django_capture_on_commit_callbacks: Any,
 ) -> None:
-    record = submitted(demo_simulator, team, owner, admin_user,
-                       django_capture_on_commit_callbacks)
+    record = submitted(demo_simulator, team, owner, admin_user, django_capture_on_commit_callbacks)
     exact = browser.get("/jobs/records/", {"name": record.job_name})
     assert exact.status_code == 302
     assert exact["Location"] == f"/jobs/records/{record.job_name}/"
@@ -250,23 +311,32 @@ def test_the_lookup_finds_a_record_by_name(
 
 
 def test_a_platform_admin_reads_any_run_record(
-    client: Client, demo_simulator: Any, team: Team, owner: Any, admin_user: Any,
+    client: Client,
+    demo_simulator: Any,
+    team: Team,
+    owner: Any,
+    admin_user: Any,
     django_capture_on_commit_callbacks: Any,
 ) -> None:
-    record = submitted(demo_simulator, team, owner, admin_user,
-                       django_capture_on_commit_callbacks)
+    record = submitted(demo_simulator, team, owner, admin_user, django_capture_on_commit_callbacks)
     client.force_login(admin_user)
     assert record.manifest_sha256 in page(client, f"/jobs/records/{record.job_name}/")
 
 
 def test_clone_and_diff_from_the_run_record_page(
-    browser: Client, stranger: Client, demo_simulator: Any, team: Team, owner: Any,
-    admin_user: Any, django_capture_on_commit_callbacks: Any,
+    browser: Client,
+    stranger: Client,
+    demo_simulator: Any,
+    team: Team,
+    owner: Any,
+    admin_user: Any,
+    django_capture_on_commit_callbacks: Any,
 ) -> None:
-    record = submitted(demo_simulator, team, owner, admin_user,
-                       django_capture_on_commit_callbacks)
-    assert stranger.post(f"/jobs/records/{record.job_name}/clone/",
-                         {"name": "stolen"}).status_code == 404
+    record = submitted(demo_simulator, team, owner, admin_user, django_capture_on_commit_callbacks)
+    assert (
+        stranger.post(f"/jobs/records/{record.job_name}/clone/", {"name": "stolen"}).status_code
+        == 404
+    )
     response = browser.post(f"/jobs/records/{record.job_name}/clone/", {"name": "ppo-run-2"})
     assert response.status_code == 302
     clone = Job.objects.get(name="ppo-run-2")
@@ -276,17 +346,21 @@ def test_clone_and_diff_from_the_run_record_page(
     html = page(browser, "/jobs/records/ppo-run-2/diff/", against=record.job_name)
     assert '<span class="del">-  name: ppo-run</span>' in html
     assert '<span class="add">+  name: ppo-run-2</span>' in html
-    assert stranger.get("/jobs/records/ppo-run-2/diff/",
-                        {"against": record.job_name}).status_code == 404
+    assert (
+        stranger.get("/jobs/records/ppo-run-2/diff/", {"against": record.job_name}).status_code
+        == 404
+    )
 
 
 def test_cloning_under_a_taken_name_shows_the_refusal(
-    browser: Client, demo_simulator: Any, team: Team, owner: Any, admin_user: Any,
+    browser: Client,
+    demo_simulator: Any,
+    team: Team,
+    owner: Any,
+    admin_user: Any,
     django_capture_on_commit_callbacks: Any,
 ) -> None:
-    record = submitted(demo_simulator, team, owner, admin_user,
-                       django_capture_on_commit_callbacks)
-    response = browser.post(f"/jobs/records/{record.job_name}/clone/",
-                            {"name": record.job_name})
+    record = submitted(demo_simulator, team, owner, admin_user, django_capture_on_commit_callbacks)
+    response = browser.post(f"/jobs/records/{record.job_name}/clone/", {"name": record.job_name})
     assert response.status_code == 400
     assert "already taken" in response.content.decode()

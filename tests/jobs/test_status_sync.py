@@ -26,8 +26,9 @@ def quick_calls(settings: Any) -> None:
     settings.RLARK_KUBE_TIMEOUT = 5.0
 
 
-def submitted(sim: Any, team: Team, owner: Any, admin: Any, capture: Any,
-              **options: Any) -> RunRecord:
+def submitted(
+    sim: Any, team: Team, owner: Any, admin: Any, capture: Any, **options: Any
+) -> RunRecord:
     register_fleet(sim)
     job = submittable_job(team=team, owner=owner, admin=admin, **options)
     with capture(execute=False):
@@ -45,7 +46,10 @@ def job_of(record: RunRecord) -> Job:
 
 
 def test_pending_running_succeeded_is_recorded_once_each(
-    demo_simulator: Any, team: Team, owner: Any, admin_user: Any,
+    demo_simulator: Any,
+    team: Team,
+    owner: Any,
+    admin_user: Any,
     django_capture_on_commit_callbacks: Any,
 ) -> None:
     record = submitted(demo_simulator, team, owner, admin_user, django_capture_on_commit_callbacks)
@@ -57,8 +61,14 @@ def test_pending_running_succeeded_is_recorded_once_each(
     sync_submitted_jobs()
     assert phases(record) == ["Pending", "Running"]
     assert job_of(record).state == JobState.RUNNING
-    demo_simulator.set_job_phase(CLUSTER, NAMESPACE, record.job_name, "Succeeded",
-                                 reason="Completed", message="run script exited 0")
+    demo_simulator.set_job_phase(
+        CLUSTER,
+        NAMESPACE,
+        record.job_name,
+        "Succeeded",
+        reason="Completed",
+        message="run script exited 0",
+    )
     assert sync_task.apply().get()["changed"] == 1
     assert phases(record) == ["Pending", "Running", "Succeeded"]
     job = job_of(record)
@@ -68,11 +78,21 @@ def test_pending_running_succeeded_is_recorded_once_each(
 
 
 def test_a_job_held_pending_is_flagged_after_the_deadline_with_the_reason(
-    demo_simulator: Any, team: Team, owner: Any, admin_user: Any, settings: Any,
+    demo_simulator: Any,
+    team: Team,
+    owner: Any,
+    admin_user: Any,
+    settings: Any,
     django_capture_on_commit_callbacks: Any,
 ) -> None:
-    record = submitted(demo_simulator, team, owner, admin_user, django_capture_on_commit_callbacks,
-                       worker_selector=POOL_SELECTOR)
+    record = submitted(
+        demo_simulator,
+        team,
+        owner,
+        admin_user,
+        django_capture_on_commit_callbacks,
+        worker_selector=POOL_SELECTOR,
+    )
     demo_simulator.tick()
     settings.RLARK_PENDING_DEADLINE = 3600
     sync_submitted_jobs()
@@ -90,7 +110,11 @@ def test_a_job_held_pending_is_flagged_after_the_deadline_with_the_reason(
 
 
 def test_leaving_pending_clears_the_flag(
-    demo_simulator: Any, team: Team, owner: Any, admin_user: Any, settings: Any,
+    demo_simulator: Any,
+    team: Team,
+    owner: Any,
+    admin_user: Any,
+    settings: Any,
     django_capture_on_commit_callbacks: Any,
 ) -> None:
     settings.RLARK_PENDING_DEADLINE = 0
@@ -104,21 +128,28 @@ def test_leaving_pending_clears_the_flag(
 
 
 def test_a_job_deleted_outside_rlark_is_recorded_as_gone(
-    demo_simulator: Any, team: Team, owner: Any, admin_user: Any,
+    demo_simulator: Any,
+    team: Team,
+    owner: Any,
+    admin_user: Any,
     django_capture_on_commit_callbacks: Any,
 ) -> None:
     from clusters.k8s import delete_job
 
     record = submitted(demo_simulator, team, owner, admin_user, django_capture_on_commit_callbacks)
-    delete_job(credentials=demo_simulator.credentials(CLUSTER), namespace=NAMESPACE,
-               name=record.job_name)
+    delete_job(
+        credentials=demo_simulator.credentials(CLUSTER), namespace=NAMESPACE, name=record.job_name
+    )
     sync_submitted_jobs()
     assert phases(record) == ["Gone"]
     assert job_of(record).state == JobState.FAILED
 
 
 def test_an_unreachable_cluster_changes_nothing_and_is_counted(
-    demo_simulator: Any, team: Team, owner: Any, admin_user: Any,
+    demo_simulator: Any,
+    team: Team,
+    owner: Any,
+    admin_user: Any,
     django_capture_on_commit_callbacks: Any,
 ) -> None:
     record = submitted(demo_simulator, team, owner, admin_user, django_capture_on_commit_callbacks)

@@ -103,8 +103,11 @@ def test_a_409_for_our_own_object_is_success(
     job: Job, owner: Any, demo_simulator: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
     record = freeze(job, owner, django_capture_on_commit_callbacks)
-    earlier = create_job(credentials=demo_simulator.credentials(CLUSTER), namespace=NAMESPACE,
-                         body=yaml.safe_load(record.manifest_yaml))
+    earlier = create_job(
+        credentials=demo_simulator.credentials(CLUSTER),
+        namespace=NAMESPACE,
+        body=yaml.safe_load(record.manifest_yaml),
+    )
     assert submit_run_record.apply(args=[record.pk]).get() == AttemptOutcome.ALREADY_EXISTS
     assert [c["code"] for c in demo_simulator.created_bodies(CLUSTER)] == [201, 409]
     (remote,) = jobs_on_cluster(demo_simulator)
@@ -122,14 +125,18 @@ def test_a_500_is_retried_and_then_succeeds(
     submit_run_record.apply(args=[record.pk])
     assert len(jobs_on_cluster(demo_simulator)) == 1
     assert attempts(record) == [
-        (AttemptOutcome.TRANSIENT_ERROR, 500), (AttemptOutcome.CREATED, 201),
+        (AttemptOutcome.TRANSIENT_ERROR, 500),
+        (AttemptOutcome.CREATED, 201),
     ]
     record.refresh_from_db()
     assert record.submission_state == SubmissionState.SUBMITTED
 
 
 def test_a_timeout_is_retried_and_then_succeeds(
-    job: Job, owner: Any, demo_simulator: Any, settings: Any,
+    job: Job,
+    owner: Any,
+    demo_simulator: Any,
+    settings: Any,
     django_capture_on_commit_callbacks: Any,
 ) -> None:
     settings.RLARK_KUBE_TIMEOUT = 2.0
@@ -138,7 +145,8 @@ def test_a_timeout_is_retried_and_then_succeeds(
     submit_run_record.apply(args=[record.pk])
     assert len(jobs_on_cluster(demo_simulator)) == 1
     assert attempts(record) == [
-        (AttemptOutcome.TRANSIENT_ERROR, None), (AttemptOutcome.CREATED, 201),
+        (AttemptOutcome.TRANSIENT_ERROR, None),
+        (AttemptOutcome.CREATED, 201),
     ]
     assert "Timeout" in record.attempts.get(number=1).message
 
@@ -155,12 +163,16 @@ def test_a_lost_answer_to_a_create_that_happened_is_not_created_again(
     assert record.submission_state == SubmissionState.SUBMITTED
     assert record.remote_uid == remote["metadata"]["uid"]
     assert attempts(record) == [
-        (AttemptOutcome.TRANSIENT_ERROR, None), (AttemptOutcome.ALREADY_EXISTS, 200),
+        (AttemptOutcome.TRANSIENT_ERROR, None),
+        (AttemptOutcome.ALREADY_EXISTS, 200),
     ]
 
 
 def test_transient_errors_end_in_failed_after_the_last_attempt(
-    job: Job, owner: Any, demo_simulator: Any, settings: Any,
+    job: Job,
+    owner: Any,
+    demo_simulator: Any,
+    settings: Any,
     django_capture_on_commit_callbacks: Any,
 ) -> None:
     settings.RLARK_SUBMIT_MAX_ATTEMPTS = 3
@@ -185,8 +197,9 @@ def test_a_foreign_object_with_the_same_name_fails_clearly(
     foreign = yaml.safe_load(record.manifest_yaml)
     foreign["metadata"]["labels"] = {"app.kubernetes.io/managed-by": "someone-else"}
     foreign["metadata"]["annotations"] = {}
-    theirs = create_job(credentials=demo_simulator.credentials(CLUSTER), namespace=NAMESPACE,
-                        body=foreign)
+    theirs = create_job(
+        credentials=demo_simulator.credentials(CLUSTER), namespace=NAMESPACE, body=foreign
+    )
     assert submit_run_record.apply(args=[record.pk]).get() == AttemptOutcome.PERMANENT_ERROR
     record.refresh_from_db()
     assert record.submission_state == SubmissionState.FAILED
@@ -204,8 +217,7 @@ def test_an_object_of_another_rlark_run_is_foreign_too(
     record = freeze(job, owner, django_capture_on_commit_callbacks)
     other_run = yaml.safe_load(record.manifest_yaml)
     other_run["metadata"]["annotations"]["rlark.io/spec-sha256"] = "0" * 64
-    create_job(credentials=demo_simulator.credentials(CLUSTER), namespace=NAMESPACE,
-               body=other_run)
+    create_job(credentials=demo_simulator.credentials(CLUSTER), namespace=NAMESPACE, body=other_run)
     submit_run_record.apply(args=[record.pk])
     record.refresh_from_db()
     assert record.submission_state == SubmissionState.FAILED

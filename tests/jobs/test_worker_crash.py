@@ -83,23 +83,42 @@ def simulator() -> Iterator[Any]:
 def child_database_conninfo() -> str:
     """How a child process reaches pytest-django's `test_<db>` database."""
     db = connection.settings_dict
-    parts = {"host": db["HOST"], "port": db["PORT"], "user": db["USER"],
-             "password": db["PASSWORD"], "dbname": db["NAME"]}
+    parts = {
+        "host": db["HOST"],
+        "port": db["PORT"],
+        "user": db["USER"],
+        "password": db["PASSWORD"],
+        "dbname": db["NAME"],
+    }
     return make_conninfo("", **{key: value for key, value in parts.items() if value})
 
 
 @pytest.fixture
 def start_worker(tmp_path: Path) -> Iterator[Callable[[str], subprocess.Popen[bytes]]]:
     started: list[subprocess.Popen[bytes]] = []
-    env = {**os.environ, **WORKER_ENV, "DATABASE_URL": child_database_conninfo(),
-           "REDIS_URL": settings.CELERY_BROKER_URL}
+    env = {
+        **os.environ,
+        **WORKER_ENV,
+        "DATABASE_URL": child_database_conninfo(),
+        "REDIS_URL": settings.CELERY_BROKER_URL,
+    }
 
     def start(label: str) -> subprocess.Popen[bytes]:
         log = (tmp_path / f"worker-{label}.log").open("wb")
         command = [
-            sys.executable, "-m", "celery", "-A", "rlark_site", "worker", "--pool=solo",
-            "--loglevel=INFO", "--without-gossip", "--without-mingle", "--without-heartbeat",
-            "-n", f"crash-{label}-{uuid.uuid4().hex[:8]}@%h",
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "rlark_site",
+            "worker",
+            "--pool=solo",
+            "--loglevel=INFO",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "-n",
+            f"crash-{label}-{uuid.uuid4().hex[:8]}@%h",
         ]
         process = subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=log)
         started.append(process)
@@ -117,7 +136,11 @@ def start_worker(tmp_path: Path) -> Iterator[Callable[[str], subprocess.Popen[by
 
 
 def test_a_worker_killed_mid_submission_loses_nothing(
-    team: Team, owner: Any, admin_user: Any, broker: redis.Redis, simulator: Any,
+    team: Team,
+    owner: Any,
+    admin_user: Any,
+    broker: redis.Redis,
+    simulator: Any,
     start_worker: Callable[[str], subprocess.Popen[bytes]],
 ) -> None:
     register_fleet(simulator)
@@ -126,8 +149,12 @@ def test_a_worker_killed_mid_submission_loses_nothing(
     first = start_worker("first")
     record = job_submit(job=job, user=owner)  # commits at once: the message goes out now
 
-    wait_for("the first attempt", lambda: SubmissionAttempt.objects.filter(
-        run_record=record, outcome=AttemptOutcome.IN_PROGRESS).exists())
+    wait_for(
+        "the first attempt",
+        lambda: SubmissionAttempt.objects.filter(
+            run_record=record, outcome=AttemptOutcome.IN_PROGRESS
+        ).exists(),
+    )
     time.sleep(0.8)  # the create request is now waiting out the simulator's latency
     os.kill(first.pid, signal.SIGKILL)
     first.wait(timeout=10)
@@ -152,7 +179,8 @@ def test_a_worker_killed_mid_submission_loses_nothing(
     assert record.remote_uid == remote[0]["metadata"]["uid"]
     outcomes = list(record.attempts.order_by("number").values_list("outcome", "http_status"))
     assert outcomes == [
-        (AttemptOutcome.TRANSIENT_ERROR, None), (AttemptOutcome.ALREADY_EXISTS, 200),
+        (AttemptOutcome.TRANSIENT_ERROR, None),
+        (AttemptOutcome.ALREADY_EXISTS, 200),
     ]
     assert "Interrupted" in record.attempts.get(number=1).message
     assert RunRecord.objects.get(pk=record.pk).job.state == JobState.PENDING
