@@ -55,9 +55,21 @@ __all__ = [
 SYSTEM_DIRECTORIES = ("/", "/home", "/opt", "/tmp", "/var")  # noqa: S108
 # ... nor one of these or anything below them (the image's system, devices, root's home).
 SYSTEM_TREES = (
-    "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32",
-    "/proc", "/root", "/run", "/sbin", "/sys", "/usr",
-)  # fmt: skip
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/proc",
+    "/root",
+    "/run",
+    "/sbin",
+    "/sys",
+    "/usr",
+)
 # Kubernetes stores an object in etcd up to 1.5 MiB; the start scripts are most of a Job.
 MAX_MANIFEST_SCRIPT_BYTES = 1_000_000
 
@@ -71,9 +83,26 @@ _SHOWN_MAX = 100
 _CD_LINE_MAX = 4096
 _LISTED_NODES_MAX = 50
 _COMMAND_STARTS = frozenset(
-    {";", "&&", "||", "|", "&", "(", ")", "{", "!", "if", "then", "else", "elif", "do", "while",
-     "until", "time"}
-)  # fmt: skip
+    {
+        ";",
+        "&&",
+        "||",
+        "|",
+        "&",
+        "(",
+        ")",
+        "{",
+        "!",
+        "if",
+        "then",
+        "else",
+        "elif",
+        "do",
+        "while",
+        "until",
+        "time",
+    }
+)
 
 
 def _(message: str) -> str:
@@ -100,8 +129,9 @@ def _finding(
     severity: Severity = "error",
     **detail: Any,
 ) -> Finding:
-    return Finding(code=code, severity=severity, message=message, role=role, field=field,
-                   detail=detail)  # fmt: skip
+    return Finding(
+        code=code, severity=severity, message=message, role=role, field=field, detail=detail
+    )
 
 
 def _get(obj: object, name: str, default: Any = "") -> Any:
@@ -186,32 +216,39 @@ def _job_findings(spec: JobSpec, ctx: CheckContext) -> Iterator[Finding]:
     if not (isinstance(name, str) and len(name) <= _NAME_MAX and _DNS_LABEL.fullmatch(name)):
         yield _finding(
             "job.name.invalid",
-            _("The job name must be 1-63 lower-case letters, digits or '-', starting and ending "
-              "with a letter or digit."),
-            field="name", value=_shown(name),
-        )  # fmt: skip
+            _(
+                "The job name must be 1-63 lower-case letters, digits or '-', starting and ending "
+                "with a letter or digit."
+            ),
+            field="name",
+            value=_shown(name),
+        )
     elif name in ctx.taken_names:
         yield _finding(
             "job.name.taken",
             _("The job name %(name)s is already used by another job or by a Job on a cluster.")
             % {"name": name},
-            field="name", value=name,
-        )  # fmt: skip
+            field="name",
+            value=name,
+        )
     team = _get(spec, "team")
     if not is_valid_label_value(team):
         yield _finding(
             "job.team.invalid",
             _("The team name cannot be used as a Kubernetes label value."),
-            field="team", value=_shown(team),
-        )  # fmt: skip
+            field="team",
+            value=_shown(team),
+        )
     task_type = _get(spec, "task_type")
     if not (isinstance(task_type, str) and task_type in TASK_TYPES):
         yield _finding(
             "job.type.invalid",
             _("Unknown job type %(type)s; choose one of: %(types)s.")
             % {"type": repr(_shown(task_type)), "types": ", ".join(TASK_TYPES)},
-            field="task_type", value=_shown(task_type), choices=list(TASK_TYPES),
-        )  # fmt: skip
+            field="task_type",
+            value=_shown(task_type),
+            choices=list(TASK_TYPES),
+        )
     yield from _roles_and_header(spec)
 
 
@@ -227,8 +264,9 @@ def _roles_and_header(spec: JobSpec) -> Iterator[Finding]:
             "header.unknown",
             _("The Header role %(name)s is not one of the job's roles.")
             % {"name": repr(_shown(header))},
-            field="header_role", value=_shown(header),
-        )  # fmt: skip
+            field="header_role",
+            value=_shown(header),
+        )
 
 
 # -- one role --------------------------------------------------------------------------------
@@ -280,10 +318,13 @@ def _role_name_findings(r: _Role, earlier: Sequence[object]) -> Iterator[Finding
     if name is None or len(name) > _NAME_MAX or not _ROLE_NAME.fullmatch(name):
         yield r.finding(
             "role.name.invalid",
-            _("A role name is 1-63 letters, digits or '-', starting and ending with a letter or "
-              "digit."),
-            "name", value=_shown(_get(r.role, "name", None)),
-        )  # fmt: skip
+            _(
+                "A role name is 1-63 letters, digits or '-', starting and ending with a letter or "
+                "digit."
+            ),
+            "name",
+            value=_shown(_get(r.role, "name", None)),
+        )
         return
     lowered = name.lower()
     if any(isinstance(n, str) and n.lower() == lowered for n in earlier):
@@ -291,8 +332,9 @@ def _role_name_findings(r: _Role, earlier: Sequence[object]) -> Iterator[Finding
             "role.name.duplicate",
             _("Another role is already named %(name)s (names are compared ignoring case).")
             % {"name": name},
-            "name", value=name,
-        )  # fmt: skip
+            "name",
+            value=name,
+        )
 
 
 def _cluster_findings(r: _Role) -> Iterator[Finding]:
@@ -303,8 +345,9 @@ def _cluster_findings(r: _Role) -> Iterator[Finding]:
         yield r.finding(
             "role.cluster.unknown",
             _("Cluster %(cluster)s is not known to RLark.") % {"cluster": repr(_shown(cluster))},
-            "cluster", value=_shown(cluster),
-        )  # fmt: skip
+            "cluster",
+            value=_shown(cluster),
+        )
 
 
 def _selector_findings(r: _Role) -> Iterator[Finding]:
@@ -316,15 +359,18 @@ def _selector_findings(r: _Role) -> Iterator[Finding]:
     if match.count == 0:
         yield r.finding(
             "selector.no_match",
-            _("The selector matches no node of any cluster."), "selector",
-        )  # fmt: skip
+            _("The selector matches no node of any cluster."),
+            "selector",
+        )
     if r.is_header and match.count != 1:
         yield r.finding(
             "header.replicas",
             _("The Header role's selector must match exactly 1 node; it matches %(count)d.")
             % {"count": match.count},
-            "selector", count=match.count, nodes=_node_list(match.nodes),
-        )  # fmt: skip
+            "selector",
+            count=match.count,
+            nodes=_node_list(match.nodes),
+        )
     yield from _placement_findings(r)
     not_ready = [n for n in match.nodes if not n.ready]
     if not_ready:
@@ -332,8 +378,10 @@ def _selector_findings(r: _Role) -> Iterator[Finding]:
             "selector.not_ready",
             _("%(count)d matched node(s) are not Ready; their workers will wait until they are.")
             % {"count": len(not_ready)},
-            "selector", severity="warning", nodes=_node_list(not_ready),
-        )  # fmt: skip
+            "selector",
+            severity="warning",
+            nodes=_node_list(not_ready),
+        )
     yield from _hostname_findings(r)
     yield from _verification_findings(r)
 
@@ -347,15 +395,22 @@ def _placement_findings(r: _Role) -> Iterator[Finding]:
             "selector.cross_cluster",
             _("The selector also matches %(count)d node(s) outside cluster %(cluster)s.")
             % {"count": len(foreign), "cluster": r.cluster},
-            "selector", cluster=r.cluster, count=len(foreign), nodes=_node_list(foreign),
-        )  # fmt: skip
+            "selector",
+            cluster=r.cluster,
+            count=len(foreign),
+            nodes=_node_list(foreign),
+        )
     if not r.match.confining_conditions(r.cluster):
         yield r.finding(
             "selector.no_cluster_label",
-            _("No single condition of the selector matches only nodes of cluster %(cluster)s; "
-              "add one (for example the cluster's topology label).") % {"cluster": r.cluster},
-            "selector", cluster=r.cluster,
-        )  # fmt: skip
+            _(
+                "No single condition of the selector matches only nodes of cluster %(cluster)s; "
+                "add one (for example the cluster's topology label)."
+            )
+            % {"cluster": r.cluster},
+            "selector",
+            cluster=r.cluster,
+        )
 
 
 def _hostname_findings(r: _Role) -> Iterator[Finding]:
@@ -368,11 +423,15 @@ def _hostname_findings(r: _Role) -> Iterator[Finding]:
     if len(hostname) > _NAME_MAX:
         yield r.finding(
             "role.hostname.too_long",
-            _("Pod hostnames <job>-<task>-<index> must fit in 63 characters; %(host)s has "
-              "%(length)d. Shorten the job or role name.")
+            _(
+                "Pod hostnames <job>-<task>-<index> must fit in 63 characters; %(host)s has "
+                "%(length)d. Shorten the job or role name."
+            )
             % {"host": hostname[:_SHOWN_MAX], "length": len(hostname)},
-            "name", length=len(hostname), max=_NAME_MAX,
-        )  # fmt: skip
+            "name",
+            length=len(hostname),
+            max=_NAME_MAX,
+        )
 
 
 def _verification_findings(r: _Role) -> Iterator[Finding]:
@@ -384,18 +443,25 @@ def _verification_findings(r: _Role) -> Iterator[Finding]:
             "selector.unverified",
             _("No approved verification for this selector on cluster %(cluster)s; request one.")
             % {"cluster": r.cluster},
-            "selector", cluster=r.cluster,
-            verification=view.id if view else None, state=view.state if view else None,
-        )  # fmt: skip
+            "selector",
+            cluster=r.cluster,
+            verification=view.id if view else None,
+            state=view.state if view else None,
+        )
     elif r.confirmed is None:
         yield r.finding(
             "selector.verification_stale",
-            _("The approved verification no longer equals today's matched nodes; request a new "
-              "one."),
-            "selector", cluster=r.cluster, verification=view.id, state=view.state,
+            _(
+                "The approved verification no longer equals today's matched nodes; request a new "
+                "one."
+            ),
+            "selector",
+            cluster=r.cluster,
+            verification=view.id,
+            state=view.state,
             approved_nodes=[list(pair) for pair in view.node_signature[:_LISTED_NODES_MAX]],
             current_nodes=_node_list(r.match.nodes),
-        )  # fmt: skip
+        )
 
 
 def _gpu_findings(r: _Role) -> Iterator[Finding]:
@@ -404,8 +470,9 @@ def _gpu_findings(r: _Role) -> Iterator[Finding]:
         yield r.finding(
             "gpu.invalid",
             _("GPUs per worker must be a whole number, 0 or more."),
-            "gpus", value=_shown(gpus),
-        )  # fmt: skip
+            "gpus",
+            value=_shown(gpus),
+        )
         return
     if gpus == 0 or r.match.count == 0:
         return
@@ -416,18 +483,25 @@ def _gpu_findings(r: _Role) -> Iterator[Finding]:
                 "gpu.exceeds_capacity",
                 _("%(gpus)d GPUs per worker is more than the %(max)d every matched node has.")
                 % {"gpus": gpus, "max": gpu_max},
-                "gpus", requested=gpus, max=gpu_max,
-            )  # fmt: skip
+                "gpus",
+                requested=gpus,
+                max=gpu_max,
+            )
         return
     confirmed = r.confirmed
     if confirmed is None or confirmed.confirmed_gpu is None or confirmed.confirmed_gpu < gpus:
         yield r.finding(
             "gpu.unconfirmed",
-            _("The matched nodes report no GPU capacity; %(gpus)d GPUs per worker needs an "
-              "admin's confirmation on the verification.") % {"gpus": gpus},
-            "gpus", requested=gpus, max=gpu_max,
+            _(
+                "The matched nodes report no GPU capacity; %(gpus)d GPUs per worker needs an "
+                "admin's confirmation on the verification."
+            )
+            % {"gpus": gpus},
+            "gpus",
+            requested=gpus,
+            max=gpu_max,
             confirmed=confirmed.confirmed_gpu if confirmed else None,
-        )  # fmt: skip
+        )
 
 
 def _device_findings(r: _Role) -> Iterator[Finding]:
@@ -441,39 +515,52 @@ def _device_findings(r: _Role) -> Iterator[Finding]:
             yield r.finding("device.invalid", _("A device is a name and a count."), path)
             continue
         name, count = device
-        if not isinstance(name, str) or not name.startswith("rlinf.io/") or (
-            facts is not None and name not in facts.device_names
+        if (
+            not isinstance(name, str)
+            or not name.startswith("rlinf.io/")
+            or (facts is not None and name not in facts.device_names)
         ):
             yield r.finding(
                 "device.unknown",
                 _("%(name)s is not an rlinf.io/* resource the cluster reports.")
                 % {"name": repr(_shown(name))},
-                path, name=_shown(name),
+                path,
+                name=_shown(name),
                 available=sorted(facts.device_names) if facts else [],
-            )  # fmt: skip
+            )
             continue
         if name in seen:
             yield r.finding(
                 "device.duplicate",
-                _("Device %(name)s is listed twice.") % {"name": name}, path, name=name,
-            )  # fmt: skip
+                _("Device %(name)s is listed twice.") % {"name": name},
+                path,
+                name=name,
+            )
             continue
         seen.add(name)
         if not is_count(count) or count < 1:
             yield r.finding(
                 "device.invalid",
                 _("The count of %(name)s must be a whole number, 1 or more.") % {"name": name},
-                path, name=name, value=_shown(count),
-            )  # fmt: skip
+                path,
+                name=name,
+                value=_shown(count),
+            )
             continue
         limit = maxima.get(name, 0)
         if r.match.count and count > limit and confirmed.get(name, 0) < count:
             yield r.finding(
                 "device.exceeds_capacity",
-                _("%(count)d × %(name)s per worker is more than the %(max)d every matched node "
-                  "has.") % {"count": count, "name": name, "max": limit},
-                path, name=name, requested=count, max=limit,
-            )  # fmt: skip
+                _(
+                    "%(count)d × %(name)s per worker is more than the %(max)d every matched node "
+                    "has."
+                )
+                % {"count": count, "name": name, "max": limit},
+                path,
+                name=name,
+                requested=count,
+                max=limit,
+            )
 
 
 def _resource_findings(r: _Role) -> Iterator[Finding]:
@@ -491,15 +578,17 @@ def _resource_findings(r: _Role) -> Iterator[Finding]:
                     "resources.invalid",
                     _("%(value)s is not a Kubernetes quantity (for example 500m, 2, 64Gi).")
                     % {"value": repr(_shown(value))},
-                    f"{kind}.{part}", value=_shown(value),
-                )  # fmt: skip
+                    f"{kind}.{part}",
+                    value=_shown(value),
+                )
         if "request" in parsed and "limit" in parsed and parsed["request"] > parsed["limit"]:
             yield r.finding(
                 "resources.invalid",
                 _("The %(kind)s request is above its limit.") % {"kind": kind},
                 f"{kind}.request",
-                request=_shown(_get(pair, "request")), limit=_shown(_get(pair, "limit")),
-            )  # fmt: skip
+                request=_shown(_get(pair, "request")),
+                limit=_shown(_get(pair, "limit")),
+            )
 
 
 def _image_findings(r: _Role) -> Iterator[Finding]:
@@ -511,8 +600,9 @@ def _image_findings(r: _Role) -> Iterator[Finding]:
     if is_placeholder(image):
         yield r.finding(
             "image.placeholder",
-            _("The form's placeholder is not an image; enter the real reference."), "image",
-        )  # fmt: skip
+            _("The form's placeholder is not an image; enter the real reference."),
+            "image",
+        )
         return
     reference = parse_image_reference(image)  # type: ignore[arg-type]
     if reference is None:
@@ -520,38 +610,46 @@ def _image_findings(r: _Role) -> Iterator[Finding]:
             "image.invalid",
             _("%(image)s is not an image reference ([registry/]path[:tag][@sha256:<digest>]).")
             % {"image": repr(_shown(image))},
-            "image", value=_shown(image),
-        )  # fmt: skip
+            "image",
+            value=_shown(image),
+        )
         return
     if digest != "" and not is_digest(digest):
         yield r.finding(
             "image.invalid",
             _("The recorded digest must be sha256: followed by 64 lower-case hex digits."),
-            "image_digest", value=_shown(digest),
-        )  # fmt: skip
+            "image_digest",
+            value=_shown(digest),
+        )
         return
     if reference.digest:
         if digest and digest != reference.digest:
             yield r.finding(
                 "image.invalid",
                 _("The recorded digest differs from the digest in the image reference."),
-                "image_digest", reference=reference.digest, recorded=digest,
-            )  # fmt: skip
+                "image_digest",
+                reference=reference.digest,
+                recorded=digest,
+            )
         return
     if not reference.tag or reference.tag == "latest":
         yield r.finding(
             "image.mutable_tag",
-            _("Pin the image: use a digest reference (@sha256:...) or a version tag with its "
-              "digest recorded; 'latest' and untagged references change under you."),
-            "image", tag=reference.tag,
-        )  # fmt: skip
+            _(
+                "Pin the image: use a digest reference (@sha256:...) or a version tag with its "
+                "digest recorded; 'latest' and untagged references change under you."
+            ),
+            "image",
+            tag=reference.tag,
+        )
     elif not digest:
         yield r.finding(
             "image.digest_missing",
             _("Record the actual digest of tag %(tag)s beside it (or use a digest reference).")
             % {"tag": reference.tag},
-            "image_digest", tag=reference.tag,
-        )  # fmt: skip
+            "image_digest",
+            tag=reference.tag,
+        )
 
 
 def _script_findings(value: object, make: Any, path: str) -> Iterator[Finding]:
@@ -560,8 +658,9 @@ def _script_findings(value: object, make: Any, path: str) -> Iterator[Finding]:
         yield make(
             "script.invalid",
             _("The script must be text without NUL characters."),
-            path, reason=problem,
-        )  # fmt: skip
+            path,
+            reason=problem,
+        )
 
 
 def _env_findings(r: _Role) -> Iterator[Finding]:
@@ -572,23 +671,29 @@ def _env_findings(r: _Role) -> Iterator[Finding]:
         if not isinstance(name, str) or not _C_IDENTIFIER.fullmatch(name) or len(name) > 255:
             yield r.finding(
                 "env.name.invalid",
-                _("%(name)s is not a variable name (letters, digits and '_', not starting with a "
-                  "digit).") % {"name": repr(_shown(name))},
-                f"{path}.name", value=_shown(name),
-            )  # fmt: skip
+                _(
+                    "%(name)s is not a variable name (letters, digits and '_', not starting with a "
+                    "digit)."
+                )
+                % {"name": repr(_shown(name))},
+                f"{path}.name",
+                value=_shown(name),
+            )
         elif name in RESERVED_ENV_NAMES:
             yield r.finding(
                 "env.name.reserved",
-                _("%(name)s is set by RLark's start script; choose another name.")
-                % {"name": name},
-                f"{path}.name", name=name, reserved=sorted(RESERVED_ENV_NAMES),
-            )  # fmt: skip
+                _("%(name)s is set by RLark's start script; choose another name.") % {"name": name},
+                f"{path}.name",
+                name=name,
+                reserved=sorted(RESERVED_ENV_NAMES),
+            )
         elif name in seen:
             yield r.finding(
                 "env.name.duplicate",
                 _("%(name)s is set twice in this role.") % {"name": name},
-                f"{path}.name", name=name,
-            )  # fmt: skip
+                f"{path}.name",
+                name=name,
+            )
         if isinstance(name, str):
             seen.add(name)
         yield from _env_value_findings(r, name, value, path)
@@ -605,15 +710,19 @@ def _env_value_findings(r: _Role, name: object, value: object, path: str) -> Ite
             "env.value.invalid",
             _("The value of %(name)s cannot be used (%(reason)s).")
             % {"name": repr(_shown(name)), "reason": problem},
-            f"{path}.value", reason=problem,
-        )  # fmt: skip
+            f"{path}.value",
+            reason=problem,
+        )
     elif name == RAY_TEMP_DIR_ENV and _normal_path(value) is None:
         yield r.finding(
             "env.ray_temp_dir",
-            _("RAY_TEMP_DIR must be an absolute path without '..'; it is passed to "
-              "ray start --temp-dir."),
-            f"{path}.value", value=_shown(value),
-        )  # fmt: skip
+            _(
+                "RAY_TEMP_DIR must be an absolute path without '..'; it is passed to "
+                "ray start --temp-dir."
+            ),
+            f"{path}.value",
+            value=_shown(value),
+        )
 
 
 def _cd_targets(script: object) -> list[str]:
@@ -658,8 +767,9 @@ def _mount_findings(r: _Role) -> Iterator[Finding]:
             yield r.finding(
                 "mount.path.invalid",
                 _("The target must be an absolute path without '..'."),
-                f"mounts[{j}].target", value=_shown(_get(mount, "target", None)),
-            )  # fmt: skip
+                f"mounts[{j}].target",
+                value=_shown(_get(mount, "target", None)),
+            )
             continue
         yield from _target_findings(r, j, target, targets, cd_targets)
         targets.append((j, target))
@@ -671,8 +781,10 @@ def _mount_kind_findings(r: _Role, j: int, mount: object) -> Iterator[Finding]:
         yield r.finding(
             "mount.kind.invalid",
             _("A mount is a host directory (host_path) or object storage (object_storage)."),
-            f"mounts[{j}].kind", value=_shown(kind), choices=list(MOUNT_KINDS),
-        )  # fmt: skip
+            f"mounts[{j}].kind",
+            value=_shown(kind),
+            choices=list(MOUNT_KINDS),
+        )
     elif kind == "host_path":
         yield from _host_path_findings(r, j, mount)
     else:
@@ -685,8 +797,9 @@ def _host_path_findings(r: _Role, j: int, mount: object) -> Iterator[Finding]:
         yield r.finding(
             "mount.path.invalid",
             _("The host directory must be an absolute path without '..'."),
-            f"mounts[{j}].source", value=_shown(_get(mount, "source", None)),
-        )  # fmt: skip
+            f"mounts[{j}].source",
+            value=_shown(_get(mount, "source", None)),
+        )
         return
     confirmed = r.confirmed
     paths = {_normal_path(p) for p in confirmed.confirmed_host_paths} if confirmed else set()
@@ -695,8 +808,9 @@ def _host_path_findings(r: _Role, j: int, mount: object) -> Iterator[Finding]:
             "mount.host_path.unconfirmed",
             _("An admin has not confirmed that %(path)s exists on every matched node.")
             % {"path": source},
-            f"mounts[{j}].source", host_path=source,
-        )  # fmt: skip
+            f"mounts[{j}].source",
+            host_path=source,
+        )
 
 
 def _object_storage_findings(r: _Role, j: int, mount: object) -> Iterator[Finding]:
@@ -707,9 +821,10 @@ def _object_storage_findings(r: _Role, j: int, mount: object) -> Iterator[Findin
             "mount.storage_class.unknown",
             _("%(name)s is not a storage class of cluster %(cluster)s.")
             % {"name": repr(_shown(storage_class)), "cluster": facts.name},
-            f"mounts[{j}].storage_class", value=_shown(storage_class),
+            f"mounts[{j}].storage_class",
+            value=_shown(storage_class),
             available=sorted(facts.storage_classes),
-        )  # fmt: skip
+        )
     size = _optional_text(_get(mount, "size", None))
     if size != "":
         try:
@@ -720,8 +835,9 @@ def _object_storage_findings(r: _Role, j: int, mount: object) -> Iterator[Findin
             yield r.finding(
                 "mount.size.invalid",
                 _("The size must be a positive Kubernetes quantity such as 10Gi."),
-                f"mounts[{j}].size", value=_shown(size),
-            )  # fmt: skip
+                f"mounts[{j}].size",
+                value=_shown(size),
+            )
 
 
 def _target_findings(
@@ -734,33 +850,45 @@ def _target_findings(
             "mount.target.duplicate",
             _("Mount %(other)d already uses target %(target)s.")
             % {"other": duplicate, "target": target},
-            path, target=target, other=duplicate,
-        )  # fmt: skip
+            path,
+            target=target,
+            other=duplicate,
+        )
         return
     if target in SYSTEM_DIRECTORIES or any(_within(target, tree) for tree in SYSTEM_TREES):
         yield r.finding(
             "mount.target.shadows",
             _("%(target)s would hide a system directory of the image.") % {"target": target},
-            path, target=target, reason="system_directory",
-        )  # fmt: skip
+            path,
+            target=target,
+            reason="system_directory",
+        )
     for i, other in earlier:
         if _within(target, other) or _within(other, target):
             yield r.finding(
                 "mount.target.shadows",
                 _("%(target)s and %(other)s are nested; one mount would hide part of the other.")
                 % {"target": target, "other": other},
-                path, target=target, reason="nested", other=i,
-            )  # fmt: skip
+                path,
+                target=target,
+                reason="nested",
+                other=i,
+            )
     hidden = sorted({d for d in cd_targets if _within(d, target)})
     if hidden:
         yield r.finding(
             "mount.target.shadows",
-            _("The scripts cd into %(dirs)s, which this mount replaces with its own content; "
-              "make sure the mount holds what the scripts expect there.")
+            _(
+                "The scripts cd into %(dirs)s, which this mount replaces with its own content; "
+                "make sure the mount holds what the scripts expect there."
+            )
             % {"dirs": ", ".join(hidden)},
-            path, severity="warning", target=target, reason="working_directory",
+            path,
+            severity="warning",
+            target=target,
+            reason="working_directory",
             directories=hidden,
-        )  # fmt: skip
+        )
 
 
 def _role_findings(r: _Role, earlier_names: Sequence[object]) -> Iterator[Finding]:
@@ -801,10 +929,13 @@ def _mixed_image_findings(spec: JobSpec, roles: Sequence[object]) -> Iterator[Fi
     if len(identities) > 1 and _get(spec, "image_compatibility_confirmed") is not True:
         yield _finding(
             "image.mixed",
-            _("The roles use different images; confirm that their Ray, Python and RLinf "
-              "versions are compatible."),
-            field="image_compatibility_confirmed", images=images,
-        )  # fmt: skip
+            _(
+                "The roles use different images; confirm that their Ray, Python and RLinf "
+                "versions are compatible."
+            ),
+            field="image_compatibility_confirmed",
+            images=images,
+        )
 
 
 def _network_findings(
@@ -818,16 +949,19 @@ def _network_findings(
                 "network_domain.required",
                 _("The roles run in %(count)d clusters; choose a network domain that spans them.")
                 % {"count": len(clusters)},
-                field="network_domain", clusters=clusters,
-            )  # fmt: skip
+                field="network_domain",
+                clusters=clusters,
+            )
         return
     spanned = ctx.network_domains.get(domain) if isinstance(domain, str) else None
     if spanned is None:
         yield _finding(
             "network_domain.unknown",
             _("%(name)s is not a known network domain.") % {"name": repr(_shown(domain))},
-            field="network_domain", value=_shown(domain), available=sorted(ctx.network_domains),
-        )  # fmt: skip
+            field="network_domain",
+            value=_shown(domain),
+            available=sorted(ctx.network_domains),
+        )
         return
     missing = [c for c in clusters if c not in spanned]
     if missing:
@@ -835,9 +969,11 @@ def _network_findings(
             "network_domain.partial",
             _("Network domain %(name)s does not span cluster(s) %(missing)s used by the roles.")
             % {"name": domain, "missing": ", ".join(missing)},
-            field="network_domain", severity="warning", missing=missing,
+            field="network_domain",
+            severity="warning",
+            missing=missing,
             spanned=sorted(spanned),
-        )  # fmt: skip
+        )
 
 
 def _ssh_findings(spec: JobSpec, ctx: CheckContext) -> Iterator[Finding]:
@@ -845,8 +981,9 @@ def _ssh_findings(spec: JobSpec, ctx: CheckContext) -> Iterator[Finding]:
         yield _finding(
             "ssh_key.unknown",
             _("The team has no SSH key named %(name)s.") % {"name": repr(_shown(name))},
-            field="ssh_keys", name=_shown(name),
-        )  # fmt: skip
+            field="ssh_keys",
+            name=_shown(name),
+        )
     keys = _get(spec, "ssh_keys", ())
     if not isinstance(keys, (list, tuple)):
         keys = (keys,)
@@ -868,24 +1005,23 @@ def _common_findings(
             "run_script.empty",
             _("The run script is required: the Head Task runs it after Ray starts."),
             field="run_script",
-        )  # fmt: skip
+        )
     yield from _script_findings(run_script, _common_script_finding, "run_script")
     log_dir = _optional_text(_get(spec, "tensorboard_log_dir"))
     if log_dir != "" and _normal_path(log_dir) is None:
         yield _finding(
             "tensorboard.path.invalid",
             _("The TensorBoard log directory must be an absolute path in the container."),
-            field="tensorboard_log_dir", value=_shown(log_dir),
-        )  # fmt: skip
+            field="tensorboard_log_dir",
+            value=_shown(log_dir),
+        )
 
 
 def _common_script_finding(code: str, message: str, path: str, **detail: Any) -> Finding:
     return _finding(code, message, field=path, **detail)
 
 
-def _size_findings(
-    spec: JobSpec, ctx: CheckContext, roles: Sequence[object]
-) -> Iterator[Finding]:
+def _size_findings(spec: JobSpec, ctx: CheckContext, roles: Sequence[object]) -> Iterator[Finding]:
     """The rendered start scripts must fit in one exec argument, and together in one object."""
     if any(_text_problem(_optional_text(_get(role, "prepare_script"))) for role in roles):
         return
@@ -897,19 +1033,27 @@ def _size_findings(
             name = _get(role, "name")
             yield _finding(
                 "start_script.too_long",
-                _("The start script would be %(size)d bytes; Linux accepts at most %(max)d. "
-                  "Shorten the scripts or move them into the image.")
+                _(
+                    "The start script would be %(size)d bytes; Linux accepts at most %(max)d. "
+                    "Shorten the scripts or move them into the image."
+                )
                 % {"size": size, "max": MAX_START_SCRIPT_BYTES},
                 role=name[:_SHOWN_MAX] if isinstance(name, str) else None,
-                field="run_script", size=size, max=MAX_START_SCRIPT_BYTES,
-            )  # fmt: skip
+                field="run_script",
+                size=size,
+                max=MAX_START_SCRIPT_BYTES,
+            )
     if sum(sizes) > MAX_MANIFEST_SCRIPT_BYTES:
         yield _finding(
             "manifest.too_large",
-            _("The start scripts add up to %(size)d bytes, more than a Kubernetes object "
-              "holds (%(max)d).") % {"size": sum(sizes), "max": MAX_MANIFEST_SCRIPT_BYTES},
-            size=sum(sizes), max=MAX_MANIFEST_SCRIPT_BYTES,
-        )  # fmt: skip
+            _(
+                "The start scripts add up to %(size)d bytes, more than a Kubernetes object "
+                "holds (%(max)d)."
+            )
+            % {"size": sum(sizes), "max": MAX_MANIFEST_SCRIPT_BYTES},
+            size=sum(sizes),
+            max=MAX_MANIFEST_SCRIPT_BYTES,
+        )
 
 
 # -- the engine ------------------------------------------------------------------------------

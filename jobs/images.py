@@ -55,8 +55,11 @@ def is_placeholder(text: object) -> bool:
 
 
 def _looks_like_registry(component: str) -> bool:
-    return "." in component or ":" in component or component == "localhost" or (
-        component != component.lower()
+    return (
+        "." in component
+        or ":" in component
+        or component == "localhost"
+        or (component != component.lower())
     )
 
 

@@ -200,7 +200,7 @@ def _authorized_keys(ssh_keys: Sequence[str]) -> list[str]:
         "# 2. SSH public keys (every pod of every role).",
         'rlark_ssh="${HOME:-/root}/.ssh"',
         "if ! (umask 077 && mkdir -p \"${rlark_ssh}\" && printf '%s\\n' \\",
-        quoted + ' \\',
+        quoted + " \\",
         '    > "${rlark_ssh}/authorized_keys"); then',
         '  rlark_log "warning: could not write ${rlark_ssh}/authorized_keys; continuing"',
         "fi",
