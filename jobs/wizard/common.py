@@ -16,6 +16,7 @@ from rlark_site.exceptions import ApplicationError, NotFoundError
 
 __all__ = [
     "error_view",
+    "job_page_url",
     "load_job",
     "optional_url",
     "refusal_findings",
@@ -50,6 +51,14 @@ def optional_url(route: str) -> str:
         return reverse(route)
     except NoReverseMatch:
         return ""
+
+
+def job_page_url(name: str) -> str:
+    """The page of a submitted job (status, first-run check); its run record otherwise."""
+    try:
+        return reverse("jobs:job-detail", kwargs={"name": name})
+    except NoReverseMatch:
+        return run_record_url(name)
 
 
 def run_record_url(name: str) -> str:

@@ -22,9 +22,9 @@ from jobs.wizard.bodies import any_configured, initial_role_names, role_bodies
 from jobs.wizard.common import (
     error_view,
     form_error_views,
+    job_page_url,
     optional_url,
     refusal_findings,
-    run_record_url,
     step_url,
 )
 from jobs.wizard.fields import (
@@ -335,7 +335,7 @@ def submit(request: HttpRequest, *, job: Job) -> HttpResponse:
     except ApplicationError as exc:
         messages.error(request, exc.message)
         if job.state != "draft":
-            return redirect(run_record_url(job.name))
+            return redirect(job_page_url(job.name))
         return redirect(step_url(job.name, STEP_REVIEW))
     messages.success(request, _("Job %(name)s was submitted.") % {"name": job.name})
     return redirect("jobs:list")

@@ -24,7 +24,14 @@ from jobs.context import name_findings, name_is_taken
 from jobs.drafts.selectors import job_list_for_user
 from jobs.models import Job, Role, TaskType
 from jobs.wizard import role_views, step_views
-from jobs.wizard.common import is_draft, load_job, not_a_draft_message, run_record_url, step_url
+from jobs.wizard.common import (
+    is_draft,
+    job_page_url,
+    load_job,
+    not_a_draft_message,
+    run_record_url,
+    step_url,
+)
 from jobs.wizard.fields import STEP_COMMON, STEP_REVIEW, STEP_ROLES, STEP_WORKERS, FieldState
 from jobs.wizard.fields import finding_views as to_views
 from rlark_site.tenancy.access import current_team
@@ -65,7 +72,8 @@ def _job_row(job: Job) -> dict[str, Any]:
         "draft": draft,
         "clusters": clusters,
         "type_label": dict(TaskType.choices).get(job.task_type, job.task_type),
-        "url": step_url(job.name, job.wizard_step) if draft else run_record_url(job.name),
+        "url": step_url(job.name, job.wizard_step) if draft else job_page_url(job.name),
+        "record_url": "" if draft else run_record_url(job.name),
     }
 
 
@@ -84,7 +92,7 @@ def wizard_new(request: HttpRequest) -> HttpResponse:
 def wizard_resume(request: HttpRequest, name: str) -> HttpResponse:
     job = load_job(request, name)
     if not is_draft(job):
-        return redirect(run_record_url(job.name))
+        return redirect(job_page_url(job.name))
     return redirect(step_url(job.name, job.wizard_step))
 
 
@@ -94,7 +102,7 @@ def wizard_step(request: HttpRequest, name: str, step: int) -> HttpResponse:
     job = load_job(request, name)
     if not is_draft(job):
         messages.info(request, not_a_draft_message())
-        return redirect(run_record_url(job.name))
+        return redirect(job_page_url(job.name))
     if step == STEP_ROLES:
         return step_views.basics(request, team=job.team, job=job)
     if step == STEP_WORKERS:

@@ -85,7 +85,8 @@ def test_a_submitted_job_links_to_its_run_record(web: Client, team: Team, owner:
     job = draft(team, owner, "sent-job")
     Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING, cluster="gpu-a")
     html = web.get(reverse("jobs:list")).content.decode()
-    assert "Run record" in html
+    assert f'href="{reverse("jobs:run-record", kwargs={"name": "sent-job"})}">Run record' in html
+    assert f'href="{reverse("jobs:job-detail", kwargs={"name": "sent-job"})}">sent-job' in html
     assert reverse("jobs:wizard-step", kwargs={"name": "sent-job", "step": 1}) not in html
 
 
