@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from django.apps import apps
@@ -652,12 +652,24 @@ def _image_findings(r: _Role) -> Iterator[Finding]:
         )
 
 
-def _script_findings(value: object, make: Any, path: str) -> Iterator[Finding]:
+def _text_reason(reason: str) -> str:
+    """The user-facing words for a `_text_problem` (or value) reason."""
+    reasons = {
+        "not_text": _("it is not text"),
+        "nul_character": _("it contains a NUL character"),
+        "not_encodable": _("it is not valid Unicode text"),
+        "too_long": _("it is too long to pass to a process"),
+        "not_seconds": _("it must be a whole number of seconds"),
+    }
+    return reasons.get(reason, reason)
+
+
+def _script_findings(value: object, make: Callable[..., Finding], path: str) -> Iterator[Finding]:
     problem = _text_problem(_optional_text(value))
     if problem is not None:
         yield make(
             "script.invalid",
-            _("The script must be text without NUL characters."),
+            _("The script cannot be used: %(reason)s.") % {"reason": _text_reason(problem)},
             path,
             reason=problem,
         )
@@ -708,8 +720,8 @@ def _env_value_findings(r: _Role, name: object, value: object, path: str) -> Ite
     if problem is not None:
         yield r.finding(
             "env.value.invalid",
-            _("The value of %(name)s cannot be used (%(reason)s).")
-            % {"name": repr(_shown(name)), "reason": problem},
+            _("The value of %(name)s cannot be used: %(reason)s.")
+            % {"name": repr(_shown(name)), "reason": _text_reason(problem)},
             f"{path}.value",
             reason=problem,
         )
@@ -742,12 +754,18 @@ def _cd_targets(script: object) -> list[str]:
             continue
         for i, token in enumerate(tokens):
             if token in ("cd", "pushd") and (i == 0 or tokens[i - 1] in _COMMAND_STARTS):
-                arguments = [t for t in tokens[i + 1 : i + 4] if not t.startswith("-")]
-                if arguments and "$" not in arguments[0] and "`" not in arguments[0]:
-                    path = _normal_path(arguments[0])
-                    if path is not None:
-                        targets.append(path)
+                path = _cd_argument(tokens[i + 1 : i + 4])
+                if path is not None:
+                    targets.append(path)
     return targets
+
+
+def _cd_argument(tokens: Sequence[str]) -> str | None:
+    """The literal absolute directory after ``cd`` (options skipped), normalised, or None."""
+    arguments = [token for token in tokens if not token.startswith("-")]
+    if not arguments or "$" in arguments[0] or "`" in arguments[0]:
+        return None
+    return _normal_path(arguments[0])
 
 
 def _role_scripts_cd(r: _Role) -> list[str]:
