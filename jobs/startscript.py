@@ -235,18 +235,27 @@ def _prepare(prepare_script: str) -> list[str]:
     ]
 
 
+_RAY_CLI_CHECK = (
+    "command -v ray >/dev/null 2>&1 || "
+    "{ rlark_log 'error: no ray command on PATH (the image needs the Ray CLI, Ray >= 2.47)'; "
+    "exit 127; }"
+)
+
+
 def _ray(plan: TaskPlan, ray_temp_dir: bool) -> list[str]:
     temp_dir = f' --temp-dir="${{{RAY_TEMP_DIR_ENV}}}"' if ray_temp_dir else ""
     address = f'"${{RLINF_HEAD_ADDRESS}}:{RAY_PORT}"'
     if plan.head:
         return [
             "# 4. Ray head.",
+            _RAY_CLI_CHECK,
             f"ray start --head --port={RAY_PORT} --disable-usage-stats{temp_dir}",
             f"export RAY_ADDRESS={address}",
         ]
     timeout = f"${{{HEAD_WAIT_TIMEOUT_ENV}:-{DEFAULT_TIMEOUT_SECONDS}}}"
     return [
         f"# 4. Wait for the Ray head ({HEAD_WAIT_TIMEOUT_ENV} seconds at most), join it, block.",
+        _RAY_CLI_CHECK,
         f"rlark_deadline=$(( SECONDS + {timeout} ))",
         f"until ray health-check --address={address} >/dev/null 2>&1; do",
         "  if (( SECONDS >= rlark_deadline )); then",

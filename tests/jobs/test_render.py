@@ -525,6 +525,17 @@ def test_a_bad_replica_index_stops_the_pod(sandbox: dict[str, str], index: str) 
     assert not Path(sandbox["STUB_LOG"]).exists()
 
 
+@pytest.mark.parametrize("index", [0, 1])
+def test_an_image_without_ray_fails_fast(sandbox: dict[str, str], index: int) -> None:
+    Path(sandbox["PATH"].split(":")[0], "ray").unlink()
+    spec = with_role(clean_spec(), index, prepare_script="")
+    script = script_of(render_manifest(spec, clean_context(spec)), index)
+    assert shutil.which("ray", path=sandbox["PATH"]) is None
+    result = run_script(script, sandbox, RLINF_TASK_INDEX="0", RAY_TEMP_DIR="/mnt/ray")
+    assert result.returncode == 127
+    assert "no ray command on PATH" in result.stderr
+
+
 def test_the_prepare_script_cannot_change_the_rank(sandbox: dict[str, str]) -> None:
     spec = with_role(clean_spec(), 1, prepare_script="RLINF_NODE_RANK=0\n")
     result = run_script(
