@@ -7,7 +7,8 @@ One script per Task, shown in the YAML preview and run as ``bash -c <script>``:
 2. SSH public keys into ``~/.ssh/authorized_keys`` (a failure is logged, not fatal);
 3. the role's prepare script, *sourced* so that what it exports (venv activation, ...)
    is in place before ``ray start`` captures the environment;
-4. ``ray start --head`` on the Head Task; workers wait for the head, then
+4. (status 127 at once when there is no ``ray`` command) ``ray start --head`` on the Head
+   Task; workers wait for the head, then
    ``exec ray start --address=<head>:6379 --block``;
 5. Head Task only: a ``python`` check that waits until every expected Ray node has
    joined, and logs a warning and continues on timeout or failure;
