@@ -39,8 +39,14 @@ from jobs.startscript import (
 )
 
 __all__ = [
+    "ANNOTATION_DEPLOYMENT_PARAMETERS",
+    "ANNOTATION_LAUNCH_LIST",
+    "ANNOTATION_SPEC_SHA256",
     "API_VERSION",
     "KIND",
+    "LABEL_JOB",
+    "LABEL_TASK",
+    "LABEL_TEAM",
     "Manifest",
     "build_manifest",
     "dump_yaml",

@@ -24,6 +24,8 @@ from django.conf import settings
 from django.utils.translation import gettext
 
 __all__ = [
+    "MAX_KEY_LENGTH",
+    "MIN_RSA_BITS",
     "SUPPORTED_KEY_TYPES",
     "PublicKey",
     "SSHKeyError",
