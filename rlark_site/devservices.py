@@ -284,6 +284,18 @@ def run_tests(pytest_args: list[str]) -> int:
         return code.returncode
 
 
+def _interrupt_on_termination() -> None:
+    """Ctrl-C, SIGTERM and SIGHUP all stop every process RLark started (even where SIGINT was
+    ignored, as for background jobs of a non-interactive shell)."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGHUP, handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rlark_site.devservices")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -293,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("stop", help="stop embedded PostgreSQL/Redis left behind by a crash")
     args = parser.parse_args(argv)
     os.chdir(BASE_DIR)
+    _interrupt_on_termination()
     if args.command == "run":
         return run_product()
     if args.command == "test":
