@@ -99,7 +99,7 @@ def _fetch_nodes(condition_json: str) -> tuple[MatchedNode, ...]:
 def _fetch_condition_clusters(
     conditions: Sequence[tuple[str, str]],
 ) -> tuple[tuple[tuple[str, str], frozenset[str]], ...]:
-    params: list[object] = []
+    params: list[int | str] = []
     for i, (k, v) in enumerate(conditions):
         params += [i, json.dumps({k: v}), k, v]
     params += [SAMPLE_LIMIT + 1, SAMPLE_LIMIT]
@@ -118,6 +118,7 @@ def match_selector(selector: Mapping[str, str]) -> SelectorMatch:
         return SelectorMatch(nodes=())
     conditions = sorted(selector.items())
     nodes = _fetch_nodes(json.dumps(dict(conditions)))
+    condition_clusters: tuple[tuple[tuple[str, str], frozenset[str]], ...]
     if len(conditions) == 1:
         condition_clusters = ((conditions[0], frozenset(n.cluster for n in nodes)),)
     else:
@@ -211,4 +212,4 @@ def parse_selector_input(raw: object, *, field: str = "selector") -> dict[str, s
         problems += selector_problems(pairs)  # type: ignore[arg-type]
     if problems:
         raise SelectorInputError(problems, field=field)
-    return {str(k): str(v) for k, v in pairs}  # type: ignore[union-attr]
+    return {str(k): str(v) for k, v in pairs}  # type: ignore[union-attr, attr-defined]

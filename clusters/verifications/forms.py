@@ -90,13 +90,17 @@ class DecisionForm(forms.Form):
     def __init__(self, *args: Any, verification: Verification, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.verification = verification
-        self.fields["confirm_devices"].choices = [
+        self._choices("confirm_devices", [
             (name, f"{name} × {count}")
             for name, count in sorted(verification.requested_devices.items())
-        ]
-        self.fields["confirm_host_paths"].choices = [
-            (path, path) for path in verification.requested_host_paths
-        ]
+        ])
+        self._choices("confirm_host_paths",
+                      [(path, path) for path in verification.requested_host_paths])
+
+    def _choices(self, name: str, choices: list[tuple[str, str]]) -> None:
+        field = self.fields[name]
+        assert isinstance(field, forms.ChoiceField)
+        field.choices = choices
 
     def confirmations(self) -> dict[str, Any]:
         """The service's confirm_* arguments: what was asked, for the boxes ticked."""
@@ -120,10 +124,12 @@ class QueueFilterForm(forms.Form):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         everyone = [("", _("all"))]
-        self.fields["cluster"].choices = everyone + [
+        cluster, team = self.fields["cluster"], self.fields["team"]
+        assert isinstance(cluster, forms.ChoiceField) and isinstance(team, forms.ChoiceField)
+        cluster.choices = everyone + [
             (name, name) for name in Cluster.objects.order_by("name").values_list("name", flat=True)
         ]
-        self.fields["team"].choices = everyone + [
+        team.choices = everyone + [
             (slug, name) for slug, name in Team.objects.order_by("slug").values_list("slug", "name")
         ]
 

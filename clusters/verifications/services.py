@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
@@ -32,7 +31,7 @@ from clusters.verifications.selectors import (
     verification_views,
 )
 from rlark_site.exceptions import ApplicationError, NotFoundError
-from rlark_site.tenancy.access import is_platform_admin, membership_of
+from rlark_site.tenancy.access import AnyUser, is_platform_admin, membership_of
 from rlark_site.tenancy.models import Team
 
 __all__ = [
@@ -138,12 +137,12 @@ def _host_paths(value: Sequence[object] | None, *, field: str) -> tuple[str, ...
     return tuple(sorted({posixpath.normpath(p) for p in value if isinstance(p, str)}))
 
 
-def _require_member(user: AbstractBaseUser, team: Team) -> None:
+def _require_member(user: AnyUser, team: Team) -> None:
     if not is_platform_admin(user) and membership_of(user, team) is None:
         raise NotFoundError(_("Team not found."))
 
 
-def _require_admin(user: AbstractBaseUser) -> None:
+def _require_admin(user: AnyUser) -> None:
     if not is_platform_admin(user):
         raise ApplicationError(
             _("Only platform admins decide verifications."), status_code=403
@@ -221,7 +220,7 @@ def _reuse(existing: Verification, asks: Asks, note: str) -> RequestOutcome | No
 
 
 def verification_request_outcome(
-    *, team: Team, user: AbstractBaseUser, cluster: Cluster, selector: Mapping[str, str],
+    *, team: Team, user: AnyUser, cluster: Cluster, selector: Mapping[str, str],
     for_header_role: bool = False, requested_gpu: int | None = None,
     requested_devices: Mapping[str, int] | None = None,
     requested_host_paths: Sequence[str] | None = None, note: str = "",
@@ -259,13 +258,13 @@ def verification_request_outcome(
             team=team, cluster=cluster, selector=clean, selector_key=key,
             for_header_role=asks.for_header_role, requested_gpu=asks.gpu,
             requested_devices=dict(asks.devices), requested_host_paths=list(asks.host_paths),
-            request_note=note, requested_by=user, **_snapshot(match, cluster, generations),
+            request_note=note, requested_by_id=user.pk, **_snapshot(match, cluster, generations),
         )
     return RequestOutcome(verification, reused=False)
 
 
 def verification_request(
-    *, team: Team, user: AbstractBaseUser, cluster: Cluster, selector: Mapping[str, str],
+    *, team: Team, user: AnyUser, cluster: Cluster, selector: Mapping[str, str],
     for_header_role: bool = False, requested_gpu: int | None = None,
     requested_devices: Mapping[str, int] | None = None,
     requested_host_paths: Sequence[str] | None = None, note: str = "",
@@ -296,19 +295,19 @@ def _decision_conflict(verification_id: int) -> ApplicationError:
     )
 
 
-def _decide(verification_id: int, admin: AbstractBaseUser, **changes: Any) -> Verification:
+def _decide(verification_id: int, admin: AnyUser, **changes: Any) -> Verification:
     """Claim the pending request with a conditional UPDATE: exactly one decision wins."""
     with transaction.atomic():
         claimed = Verification.objects.filter(
             id=verification_id, state=VerificationState.PENDING
-        ).update(decided_by=admin, decided_at=timezone.now(), **changes)
+        ).update(decided_by_id=admin.pk, decided_at=timezone.now(), **changes)
         if not claimed:
             raise _decision_conflict(verification_id)
     return Verification.objects.get(id=verification_id)
 
 
 def verification_approve(
-    *, verification_id: int, admin: AbstractBaseUser, note: str = "",
+    *, verification_id: int, admin: AnyUser, note: str = "",
     confirm_gpu: int | None = None, confirm_devices: Mapping[str, int] | None = None,
     confirm_host_paths: Sequence[str] | None = None,
 ) -> Verification:
@@ -323,7 +322,7 @@ def verification_approve(
     )
 
 
-def verification_reject(*, verification_id: int, admin: AbstractBaseUser,
+def verification_reject(*, verification_id: int, admin: AnyUser,
                         note: str) -> Verification:
     """Reject a pending request; the note (required) tells the team why."""
     _require_admin(admin)

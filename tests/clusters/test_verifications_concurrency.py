@@ -92,6 +92,7 @@ def test_two_concurrent_decisions_leave_exactly_one(team: Any, member: Any, seco
     verification.refresh_from_db()
     expected = VerificationState.APPROVED if wins[0] == "approve" else VerificationState.REJECTED
     assert verification.state == expected
+    assert verification.decided_by is not None
     assert losses[0].extra["decided_by"] == verification.decided_by.username
     decisions = Events.objects.references(verification).filter(pgh_label="update")
     assert decisions.count() == 1

@@ -308,8 +308,10 @@ def test_views_pick_the_newest_approved_else_the_newest(
     verification_reject(verification_id=rejected.pk, admin=admin_user, note="no")
     verification_request(team=other_team, user=outsider, cluster=gpu_a(),
                          selector={"rlinf.io/pool": "cpu-a"})
-    pairs = [("gpu-a", A100_IN_A), ("gpu-a", (("rlinf.io/pool", "env-c"),)),
-             ("gpu-a", {"rlinf.io/pool": "cpu-a"})]
+    pairs: list[tuple[str, dict[str, str] | tuple[tuple[str, str], ...]]] = [
+        ("gpu-a", A100_IN_A), ("gpu-a", (("rlinf.io/pool", "env-c"),)),
+        ("gpu-a", {"rlinf.io/pool": "cpu-a"}),
+    ]
     views = verification_views(team, pairs)
     key = ("gpu-a", tuple(sorted(A100_IN_A.items())))
     assert set(views) == {key, ("gpu-a", (("rlinf.io/pool", "env-c"),))}

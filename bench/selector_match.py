@@ -1,0 +1,262 @@
+"""Selector-match latency on a large synthetic inventory, against a plain in-memory scan.
+
+    DATABASE_URL=... REDIS_URL=... .venv/bin/python bench/selector_match.py [--clusters 50]
+        [--nodes 1000] [--rounds 5] [--seed 0]
+
+Creates a scratch database (migrated like the real one), loads the fleet from
+`clusters.simulator.fleet.generate_fleet` in bulk, then times `match_selector` +
+`describe_match` (exactly what `POST /api/v1/selector-matches/` runs) over a mix of
+selectors of different selectivity, side by side with a Python scan of the same rows held in
+memory that builds the same result. Both results are compared for every selector. The
+scratch database is dropped at the end. Without DATABASE_URL, embedded PostgreSQL is used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+SCRATCH_NAME = f"rlark_bench_selector_match_{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class Row:
+    cluster: str
+    name: str
+    namespace: str
+    labels: dict[str, str]
+    gpu: int | None
+    devices: dict[str, int | None]
+    ready: bool
+
+
+@contextmanager
+def scratch_database() -> Iterator[None]:
+    """A freshly migrated database for this run only; dropped afterwards."""
+    from django.db import connection
+
+    connection.settings_dict["TEST"]["NAME"] = SCRATCH_NAME
+    original = connection.settings_dict["NAME"]
+    connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+    try:
+        yield
+    finally:
+        connection.creation.destroy_test_db(original, verbosity=0)
+
+
+def _count(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def load_inventory(document: dict[str, Any]) -> list[Row]:
+    """Insert clusters and nodes in bulk; return the same rows for the in-memory scan."""
+    from django.db import connection
+
+    from clusters.models import Cluster, Node
+
+    rows: list[Row] = []
+    for spec in document["clusters"]:
+        cluster = Cluster.objects.create(
+            name=spec["name"], namespace=spec["namespace"], api_url=f"http://127.0.0.1:1/{spec['name']}",
+            generation=1,
+        )
+        nodes = []
+        for node in spec["nodes"]:
+            alloc = node.get("allocatable", {})
+            row = Row(
+                cluster=cluster.name, name=node["name"], namespace=cluster.namespace,
+                labels=dict(node["labels"]), gpu=_count(alloc.get("nvidia.com/gpu")),
+                devices={k: _count(v) for k, v in alloc.items() if k.startswith("rlinf.io/")},
+                ready=bool(node.get("ready", True)),
+            )
+            rows.append(row)
+            nodes.append(Node(
+                cluster=cluster, name=row.name, namespace=row.namespace, labels=row.labels,
+                gpu=row.gpu, devices=row.devices, ready=row.ready,
+            ))
+        Node.objects.bulk_create(nodes, batch_size=2000)
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE clusters_node")
+        cursor.execute("ANALYZE clusters_cluster")
+    rows.sort(key=lambda r: (r.cluster, r.name))
+    return rows
+
+
+def selector_mix(document: dict[str, Any]) -> list[tuple[str, dict[str, str]]]:
+    """(class, selector) pairs from narrow (one node) to broad (a quarter of the fleet)."""
+    clusters = document["clusters"]
+    mix: list[tuple[str, dict[str, str]]] = []
+    for i, spec in enumerate(clusters):
+        name = spec["name"]
+        node = spec["nodes"][(i * 37) % len(spec["nodes"])]
+        labels = node["labels"]
+        host = labels["kubernetes.io/hostname"]
+        mix += [
+            ("1 node: hostname", {"kubernetes.io/hostname": host}),
+            ("1 node: hostname+cluster", {"kubernetes.io/hostname": host,
+                                          "topology.rlinf.io/cluster": name}),
+            ("~16: cluster+rack", {"topology.rlinf.io/cluster": name,
+                                   "rlinf.io/rack": labels["rlinf.io/rack"]}),
+            ("~125: cluster+pool", {"topology.rlinf.io/cluster": name,
+                                    "rlinf.io/pool": labels["rlinf.io/pool"]}),
+            ("~125: pool", {"rlinf.io/pool": labels["rlinf.io/pool"]}),
+            ("~250: cluster+zone", {"topology.rlinf.io/cluster": name,
+                                    "rlinf.io/zone": labels["rlinf.io/zone"]}),
+            ("0: no such label", {"rlinf.io/pool": f"{name}-missing"}),
+        ]
+        if i % 5 == 0:
+            mix += [
+                ("~1000: cluster", {"topology.rlinf.io/cluster": name}),
+                ("~800 cross: rack", {"rlinf.io/rack": labels["rlinf.io/rack"]}),
+                ("~2900 cross: zone+gpu", {"rlinf.io/zone": labels["rlinf.io/zone"],
+                                           "rlinf.io/gpu-model": "a100"}),
+            ]
+        if i % 10 == 0:
+            mix += [("~12500 cross: zone", {"rlinf.io/zone": labels["rlinf.io/zone"]})]
+    return mix
+
+
+def scan(rows: list[Row], selector: Mapping[str, str]) -> Any:
+    """The same SelectorMatch, by looking at every row in memory."""
+    from clusters.types import MatchedNode, SelectorMatch
+
+    if not selector:
+        return SelectorMatch(nodes=())
+    conditions = sorted(selector.items())
+    per_condition: list[set[str]] = [set() for _ in conditions]
+    nodes = []
+    for row in rows:
+        labels = row.labels
+        hits = [labels.get(k) == v for k, v in conditions]
+        for index, hit in enumerate(hits):
+            if hit:
+                per_condition[index].add(row.cluster)
+        if all(hits):
+            nodes.append(MatchedNode(
+                cluster=row.cluster, name=row.name, namespace=row.namespace, gpu=row.gpu,
+                devices=tuple(sorted((k, v) for k, v in row.devices.items() if v is not None)),
+                ready=row.ready,
+            ))
+    return SelectorMatch(
+        nodes=tuple(nodes),
+        condition_clusters=tuple(
+            (cond, frozenset(found)) for cond, found in zip(conditions, per_condition, strict=True)
+        ),
+    )
+
+
+def via_api(selector: dict[str, str], cluster: str) -> tuple[Any, dict[str, Any]]:
+    """What the selector-matches endpoint runs."""
+    from clusters.matching import describe_match, match_selector
+
+    match = match_selector(selector)
+    return match, describe_match(match, cluster=cluster)
+
+
+def via_scan(rows: list[Row], selector: dict[str, str], cluster: str) -> tuple[Any, dict[str, Any]]:
+    from clusters.matching import describe_match
+
+    match = scan(rows, selector)
+    return match, describe_match(match, cluster=cluster)
+
+
+def timed(func: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    result = func()
+    return (time.perf_counter() - start) * 1000, result
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def run(args: argparse.Namespace) -> None:
+    from clusters.simulator.fleet import generate_fleet
+
+    document = generate_fleet(clusters=args.clusters, nodes_per_cluster=args.nodes, seed=args.seed)
+    started = time.perf_counter()
+    rows = load_inventory(document)
+    print(f"loaded {len(rows)} nodes in {args.clusters} clusters "
+          f"in {time.perf_counter() - started:.1f} s")
+    mix = selector_mix(document)
+    api: dict[str, list[float]] = {}
+    plain: dict[str, list[float]] = {}
+    for round_index in range(args.rounds + 1):
+        for label, selector in mix:
+            cluster = selector.get("topology.rlinf.io/cluster", document["clusters"][0]["name"])
+            db_ms, got = timed(partial(via_api, selector, cluster))
+            scan_ms, expected = timed(partial(via_scan, rows, selector, cluster))
+            if got != expected:
+                raise SystemExit(f"results differ for {selector}")
+            if round_index == 0:
+                continue  # warm-up round
+            api.setdefault(label, []).append(db_ms)
+            plain.setdefault(label, []).append(scan_ms)
+    report(api, plain, mix_size=len(mix), rounds=args.rounds)
+
+
+def report(api: dict[str, list[float]], plain: dict[str, list[float]], *,
+           mix_size: int, rounds: int) -> None:
+    print(f"{mix_size} selectors x {rounds} rounds (after one warm-up round); times in ms")
+    print(f"{'selector class':28} {'n':>5} {'db p50':>8} {'db p95':>8} "
+          f"{'scan p50':>9} {'scan p95':>9} {'x p50':>6}")
+    for label in api:
+        a, s = api[label], plain[label]
+        print(f"{label:28} {len(a):5d} {percentile(a, .5):8.2f} {percentile(a, .95):8.2f} "
+              f"{percentile(s, .5):9.2f} {percentile(s, .95):9.2f} "
+              f"{percentile(s, .5) / percentile(a, .5):6.1f}")
+    all_api = [v for values in api.values() for v in values]
+    all_scan = [v for values in plain.values() for v in values]
+    p50, p95 = percentile(all_api, .5), percentile(all_api, .95)
+    s50, s95 = percentile(all_scan, .5), percentile(all_scan, .95)
+    print(f"{'ALL':28} {len(all_api):5d} {p50:8.2f} {p95:8.2f} {s50:9.2f} {s95:9.2f} "
+          f"{s50 / p50:6.1f}")
+    print(f"match p50 {p50:.2f} ms, p95 {p95:.2f} ms; scan p50 {s50:.2f} ms, p95 {s95:.2f} ms; "
+          f"scan/match ratio: {s50 / p50:.1f}x at p50, {s95 / p95:.1f}x at p95, "
+          f"{statistics.fmean(all_scan) / statistics.fmean(all_api):.1f}x on the mean")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clusters", type=int, default=50)
+    parser.add_argument("--nodes", type=int, default=1000, help="nodes per cluster")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rlark_site.settings")
+    os.environ.setdefault("RLARK_DEV_SECRETS", "1")
+    if os.environ.get("DATABASE_URL"):
+        _run_with_django(args)
+        return
+    from rlark_site.devservices import services
+
+    with services():
+        _run_with_django(args)
+
+
+def _run_with_django(args: argparse.Namespace) -> None:
+    import django
+
+    django.setup()
+    with scratch_database():
+        run(args)
+
+
+if __name__ == "__main__":
+    main()
