@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pghistory
 from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
@@ -242,7 +243,7 @@ def verification_request_outcome(
         host_paths=_host_paths(requested_host_paths, field="requested_host_paths"),
     )
     key = selector_key_text(clean)
-    with transaction.atomic():
+    with transaction.atomic(), pghistory.context(user=user.pk, team=team.slug):
         lock_combination(team, cluster, key)
         open_requests = Verification.objects.filter(
             team=team, cluster=cluster, selector_key=key, state__in=OPEN_STATES
@@ -297,7 +298,8 @@ def _decision_conflict(verification_id: int) -> ApplicationError:
 
 def _decide(verification_id: int, admin: AnyUser, **changes: Any) -> Verification:
     """Claim the pending request with a conditional UPDATE: exactly one decision wins."""
-    with transaction.atomic():
+    audit = pghistory.context(user=admin.pk, transition=str(changes["state"]))
+    with transaction.atomic(), audit:
         claimed = Verification.objects.filter(
             id=verification_id, state=VerificationState.PENDING
         ).update(decided_by_id=admin.pk, decided_at=timezone.now(), **changes)
@@ -370,7 +372,8 @@ def verifications_follow_inventory(*, cluster: Cluster) -> list[int]:
     now = timezone.now()
     generations = _generations()
     stale: list[int] = []
-    with transaction.atomic():
+    audit = pghistory.context(transition="inventory drift", cluster=cluster.name)
+    with transaction.atomic(), audit:
         candidates = list(
             Verification.objects.select_for_update()
             .filter(_touching(cluster), state__in=OPEN_STATES)

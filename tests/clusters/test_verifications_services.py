@@ -331,3 +331,17 @@ def test_views_for_many_pairs_take_one_query(
     with django_assert_num_queries(1):
         views = verification_views(team, pairs)
     assert len(views) == 1
+
+
+def test_transitions_carry_the_actor_and_transition_in_the_audit_context(
+    team: Any, member: Any, admin_user: Any,
+) -> None:
+    verification = request(team, member, A100_IN_A)
+    verification_reject(verification_id=verification.pk, admin=admin_user, note="wrong pool")
+    events = list(Events.objects.references(verification).order_by("pgh_created_at"))
+    assert [e.pgh_label for e in events] == ["insert", "update"]
+    assert events[0].pgh_context["user"] == member.pk
+    assert events[0].pgh_context["team"] == "vision-rl"
+    assert events[1].pgh_context["user"] == admin_user.pk
+    assert events[1].pgh_context["transition"] == "rejected"
+    assert events[1].pgh_data["decision_note"] == "wrong pool"
