@@ -14,14 +14,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from django.db import connection
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q
 from django.utils.translation import gettext
 
 from clusters.matching import match_many
 from clusters.models import Cluster, ClusterJob, NetworkDomain, StorageClass
 from clusters.verifications.services import verification_views
 from jobs.findings import check, has_errors
-from jobs.models import Job, JobState, Role, SSHKey
+from jobs.models import DeploymentParameters, Job, JobState, Role, SSHKey
 from jobs.spec import (
     CheckContext,
     ClusterFacts,
@@ -326,7 +326,25 @@ def check_context_for(
         taken_names=frozenset({spec.name}) if taken else frozenset(),
         known_ssh_key_names=frozenset(team_keys),
         unknown_ssh_key_names=unknown,
+        **_record_links(spec),
     )
+
+
+def _record_links(spec: JobSpec) -> dict[str, int | None]:
+    """How the job's launch list and deployment parameters reference each other (one query)."""
+    ids = [i for i in (spec.launch_list_id, spec.deployment_parameters_id) if isinstance(i, int)]
+    if not ids:
+        return {}
+    rows = DeploymentParameters.objects.filter(
+        Q(pk=spec.deployment_parameters_id) | Q(launch_list_id=spec.launch_list_id)
+    ).values_list("pk", "launch_list_id")
+    links: dict[str, int | None] = {}
+    for pk, launch_list_id in rows:
+        if pk == spec.deployment_parameters_id:
+            links["parameters_launch_list_id"] = launch_list_id
+        if launch_list_id is not None and launch_list_id == spec.launch_list_id:
+            links["launch_list_parameters_id"] = pk
+    return links
 
 
 def evaluate(job: Job) -> Evaluation:

@@ -193,7 +193,7 @@ def _node_list(nodes: Sequence[Any]) -> list[dict[str, str]]:
 # -- the job ---------------------------------------------------------------------------------
 
 
-def _record_findings(spec: JobSpec) -> Iterator[Finding]:
+def _record_findings(spec: JobSpec, ctx: CheckContext) -> Iterator[Finding]:
     record = _get(spec, "launch_list_id", None)
     if not (is_count(record) and record > 0):
         yield _finding(
@@ -208,10 +208,35 @@ def _record_findings(spec: JobSpec) -> Iterator[Finding]:
             _("Link the deployment parameters: a job cannot be submitted without them."),
             field="deployment_parameters",
         )
+    yield from _record_link_findings(spec, ctx)
+
+
+def _record_link_findings(spec: JobSpec, ctx: CheckContext) -> Iterator[Finding]:
+    """The launch list and the deployment parameters must reference each other (or be unlinked,
+    in which case submission links them)."""
+    launch_list = _get(spec, "launch_list_id", None)
+    parameters = _get(spec, "deployment_parameters_id", None)
+    if not (is_count(launch_list) and is_count(parameters)):
+        return
+    points_at = _get(ctx, "parameters_launch_list_id", None)
+    pointed_by = _get(ctx, "launch_list_parameters_id", None)
+    if (points_at is not None and points_at != launch_list) or (
+        pointed_by is not None and pointed_by != parameters
+    ):
+        yield _finding(
+            "deployment_parameters.launch_list_mismatch",
+            _(
+                "The deployment parameters and the launch list of this job do not reference each "
+                "other; link the two records to each other first."
+            ),
+            field="deployment_parameters",
+            parameters_launch_list=points_at,
+            launch_list_parameters=pointed_by,
+        )
 
 
 def _job_findings(spec: JobSpec, ctx: CheckContext) -> Iterator[Finding]:
-    yield from _record_findings(spec)
+    yield from _record_findings(spec, ctx)
     name = _get(spec, "name")
     if not (isinstance(name, str) and len(name) <= _NAME_MAX and _DNS_LABEL.fullmatch(name)):
         yield _finding(

@@ -138,6 +138,11 @@ class CheckContext:
     taken_names: frozenset[str] = frozenset()  # other jobs' names and Jobs on any cluster
     known_ssh_key_names: frozenset[str] = frozenset()
     unknown_ssh_key_names: tuple[str, ...] = ()  # names the draft asks for that the team lacks
+    # How the job's two records link to each other (SPEC 7: they reference each other):
+    # the launch list the deployment parameters point at, and the deployment parameters that
+    # point at the job's launch list (None when unlinked).
+    parameters_launch_list_id: int | None = None
+    launch_list_parameters_id: int | None = None
 
     def match_for(self, selector: dict[str, str]) -> SelectorMatch:
         return self.matches.get(selector_key(selector), SelectorMatch(nodes=()))

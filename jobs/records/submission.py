@@ -53,7 +53,6 @@ from clusters.models import Cluster
 from jobs.context import Evaluation, evaluate
 from jobs.models import (
     AttemptOutcome,
-    DeploymentParameters,
     Job,
     JobState,
     RunRecord,
@@ -67,7 +66,7 @@ from jobs.records.snapshots import (
     verifications_snapshot,
 )
 from jobs.render import ANNOTATION_SPEC_SHA256, LABEL_TEAM, build_manifest
-from jobs.spec import Finding, JobSpec
+from jobs.spec import JobSpec
 from rlark_site.exceptions import ApplicationError
 
 __all__ = [
@@ -94,29 +93,15 @@ def _findings_error(message: str, findings: list[dict[str, Any]]) -> Application
 
 
 def _link_records(job: Job) -> None:
-    """Make the job's deployment parameters reference its launch list (SPEC 7: both ways).
+    """Make unlinked deployment parameters reference the job's launch list (SPEC 7: both ways).
 
-    Unlinked parameters are linked here; parameters tied to another launch list refuse.
+    Records linked to other records never get here: the engine reports
+    `deployment_parameters.launch_list_mismatch` and submission refuses.
     """
-    launch_list, parameters = job.launch_list, job.deployment_parameters
-    if launch_list is None or parameters is None or parameters.launch_list_id == launch_list.pk:
-        return
-    taken = DeploymentParameters.objects.filter(launch_list=launch_list).exclude(pk=parameters.pk)
-    if parameters.launch_list_id is None and not taken.exists():
-        parameters.launch_list = launch_list
+    parameters = job.deployment_parameters
+    if job.launch_list is not None and parameters is not None and parameters.launch_list_id is None:
+        parameters.launch_list = job.launch_list
         parameters.save(update_fields=["launch_list", "updated_at"])
-        return
-    finding = Finding(
-        code="deployment_parameters.launch_list_mismatch",
-        severity="error",
-        field="deployment_parameters",
-        message=_(
-            "The deployment parameters %(parameters)s reference another launch list than this "
-            "job's (%(launch_list)s); link the two records to each other first."
-        ) % {"parameters": parameters.title, "launch_list": launch_list.title},
-        detail={"deployment_parameters": parameters.pk, "launch_list": launch_list.pk},
-    )
-    raise _findings_error(finding.message, [finding.as_dict()])
 
 
 def _header_cluster(spec: JobSpec) -> str:

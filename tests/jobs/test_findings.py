@@ -120,6 +120,10 @@ BIG = "echo " + "x" * 120_000 + "\n"
 FIRING: dict[str, Case] = {
     "launch_list.missing": spec_case(clean_spec(launch_list_id=None)),
     "deployment_parameters.missing": spec_case(clean_spec(deployment_parameters_id=None)),
+    "deployment_parameters.launch_list_mismatch": lambda: (
+        clean_spec(),
+        replace(clean_context(clean_spec()), parameters_launch_list_id=9),
+    ),
     "job.name.invalid": spec_case(clean_spec(name="PPO_math")),
     "job.name.taken": lambda: (
         clean_spec(),
@@ -663,6 +667,28 @@ def test_taken_names_are_only_reported_for_valid_names() -> None:
 def test_records_must_be_linked(value: object) -> None:
     found = codes(run(clean_spec(launch_list_id=value, deployment_parameters_id=value)))
     assert {"launch_list.missing", "deployment_parameters.missing"} <= found
+
+
+@pytest.mark.parametrize(
+    ("points_at", "pointed_by", "fires"),
+    [
+        (None, None, False),  # unlinked: submission links them
+        (1, 2, False),  # the job's records reference each other
+        (9, None, True),  # the parameters reference another launch list
+        (None, 8, True),  # another set of parameters references the job's launch list
+    ],
+)
+def test_records_must_reference_each_other(
+    points_at: int | None, pointed_by: int | None, fires: bool
+) -> None:
+    spec = clean_spec(launch_list_id=1, deployment_parameters_id=2)
+    ctx = replace(
+        clean_context(spec),
+        parameters_launch_list_id=points_at,
+        launch_list_parameters_id=pointed_by,
+    )
+    found = codes(check(spec, ctx))
+    assert ("deployment_parameters.launch_list_mismatch" in found) is fires
 
 
 def test_each_task_type_is_accepted() -> None:
