@@ -116,7 +116,7 @@ class JobState(models.TextChoices):
     CANCELLED = "cancelled", _("cancelled")
 
 
-@audited()
+@audited(exclude=["status_checked_at"])
 class Job(models.Model):
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="jobs")
     name = models.CharField(max_length=255, unique=True)  # validated by the findings engine

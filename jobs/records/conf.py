@@ -1,25 +1,19 @@
 """Settings of submission and status sync, read through small functions (one place to look).
 
-A Django setting of the same name wins; otherwise the environment variable, otherwise the
-default. The environment path lets a worker process started for a test or a deployment be
-tuned without a settings module of its own.
+The values come from `rlark_site/settings/tasks.py`, which reads them from the environment.
 """
 
 from __future__ import annotations
 
 from django.conf import settings
 
-from rlark_site.conf import env_float, env_int
-
 
 def _float(name: str, default: float) -> float:
-    value = getattr(settings, name, None)
-    return float(value) if value is not None else env_float(name, default)
+    return float(getattr(settings, name, default))
 
 
 def _int(name: str, default: int) -> int:
-    value = getattr(settings, name, None)
-    return int(value) if value is not None else env_int(name, default)
+    return int(getattr(settings, name, default))
 
 
 def kube_timeout() -> float:

@@ -21,3 +21,11 @@ RLARK_STATUS_POLL_INTERVAL = env_float("RLARK_STATUS_POLL_INTERVAL", 15.0)
 RLARK_PENDING_DEADLINE = env_float("RLARK_PENDING_DEADLINE", 600.0)
 # Timeouts for calls to clusters (seconds).
 RLARK_KUBE_TIMEOUT = env_float("RLARK_KUBE_TIMEOUT", 10.0)
+# Submission: tries before a transient failure becomes final, the retry pause (doubling with
+# jitter from base up to cap), how long a worker owns a claimed submission, and how long a
+# queued record may wait for its message before beat sends it again (seconds).
+RLARK_SUBMIT_MAX_ATTEMPTS = env_int("RLARK_SUBMIT_MAX_ATTEMPTS", 6)
+RLARK_SUBMIT_RETRY_BASE = env_float("RLARK_SUBMIT_RETRY_BASE", 2.0)
+RLARK_SUBMIT_RETRY_CAP = env_float("RLARK_SUBMIT_RETRY_CAP", 60.0)
+RLARK_SUBMIT_LEASE = env_float("RLARK_SUBMIT_LEASE", 60.0)
+RLARK_SUBMIT_RESUME_GRACE = env_float("RLARK_SUBMIT_RESUME_GRACE", 30.0)
