@@ -55,6 +55,8 @@ FLEET_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
     "required": ["clusters"],
     "properties": {
+        # RLark's own registration data (see clusters.inventory.fleet); clusters do not see it.
+        "network_domains": {"type": "array"},
         "clusters": {
             "type": "array",
             "minItems": 1,

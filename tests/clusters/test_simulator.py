@@ -107,6 +107,14 @@ def test_demo_fleet_loads() -> None:
     assert fleet.node_count == 47
 
 
+def test_network_domains_in_the_fleet_file_are_accepted_and_not_served() -> None:
+    document = yaml.safe_load(DEMO_FLEET_PATH.read_text())
+    assert document["network_domains"] == [
+        {"name": "rl-mesh", "clusters": ["gpu-a", "gpu-b", "cpu-c"]}
+    ]
+    assert parse_fleet(document).node_count == 47
+
+
 def _demo_document() -> dict[str, Any]:
     return dict(yaml.safe_load(DEMO_FLEET_PATH.read_text()))
 
