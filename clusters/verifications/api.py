@@ -8,7 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.utils.translation import gettext as _
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_field,
+    inline_serializer,
+)
 from rest_framework import serializers, status
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
@@ -43,6 +48,15 @@ def _cluster_named(name: str) -> Cluster:
     return cluster
 
 
+@extend_schema_field({
+    "oneOf": [
+        {"type": "object", "additionalProperties": {"type": "string"},
+         "example": {"rlinf.io/pool": "a100-a", "topology.rlinf.io/cluster": "gpu-a"}},
+        {"type": "array", "items": {"type": "array", "items": {"type": "string"},
+                                    "minItems": 2, "maxItems": 2}},
+        {"type": "string", "example": "rlinf.io/pool=a100-a,topology.rlinf.io/cluster=gpu-a"},
+    ],
+})
 class SelectorField(serializers.Field):
     """`{key: value}`, a list of `[key, value]` pairs, or `key=value` text; checked by
     `parse_selector_input` (400 with findings), not here."""
@@ -140,10 +154,29 @@ class VerificationSerializer(serializers.ModelSerializer):
         return len(verification.matches)
 
 
-def _detail(verification: Verification) -> dict[str, Any]:
+class VerificationDetailSerializer(VerificationSerializer):
     """A verification with its automated result (one live match for confinement)."""
-    return {**VerificationSerializer(verification).data,
-            "result": verification_result(verification).as_dict()}
+
+    result = serializers.SerializerMethodField()
+
+    class Meta(VerificationSerializer.Meta):
+        fields = [*VerificationSerializer.Meta.fields, "result"]
+
+    def get_result(self, verification: Verification) -> dict[str, Any]:
+        return verification_result(verification).as_dict()
+
+
+class VerificationRequestedSerializer(VerificationDetailSerializer):
+    reused = serializers.BooleanField(help_text="An open identical request answered this one.")
+    updated = serializers.BooleanField(help_text="... and its asks were widened.")
+    message = serializers.CharField(required=False)
+
+    class Meta(VerificationDetailSerializer.Meta):
+        fields = [*VerificationDetailSerializer.Meta.fields, "reused", "updated", "message"]
+
+
+def _detail(verification: Verification) -> dict[str, Any]:
+    return dict(VerificationDetailSerializer(verification).data)
 
 
 def _team_for_request(request: Request, slug: str | None) -> Team:
@@ -183,7 +216,9 @@ class VerificationsView(APIView):
             VerificationSerializer(page, many=True).data
         )
 
-    @extend_schema(request=VerificationRequestSerializer, responses=VerificationSerializer)
+    @extend_schema(request=VerificationRequestSerializer,
+                   responses={201: VerificationRequestedSerializer,
+                              200: VerificationRequestedSerializer})
     def post(self, request: Request) -> Response:
         """Request verification; an open identical request is reused (200, `reused: true`)."""
         data = VerificationRequestSerializer(data=request.data)
@@ -209,14 +244,14 @@ class VerificationsView(APIView):
 
 
 class VerificationDetailView(APIView):
-    @extend_schema(responses=VerificationSerializer)
+    @extend_schema(responses=VerificationDetailSerializer)
     def get(self, request: Request, verification_id: int) -> Response:
         return Response(_detail(verification_get(user=request.user,
                                                  verification_id=verification_id)))
 
 
 class VerificationApproveView(APIView):
-    @extend_schema(request=ApproveSerializer, responses=VerificationSerializer)
+    @extend_schema(request=ApproveSerializer, responses=VerificationDetailSerializer)
     def post(self, request: Request, verification_id: int) -> Response:
         """Approve (platform admins); 409 when the request is no longer pending."""
         data = ApproveSerializer(data=request.data)
@@ -231,7 +266,7 @@ class VerificationApproveView(APIView):
 
 
 class VerificationRejectView(APIView):
-    @extend_schema(request=RejectSerializer, responses=VerificationSerializer)
+    @extend_schema(request=RejectSerializer, responses=VerificationDetailSerializer)
     def post(self, request: Request, verification_id: int) -> Response:
         """Reject with a note (platform admins); 409 when the request is no longer pending."""
         data = RejectSerializer(data=request.data)
