@@ -236,10 +236,13 @@ def verification_request_outcome(
     """
     _require_member(user, team)
     clean = parse_selector_input(dict(selector))
-    asks = Asks(
+    asks = Asks(  # zero GPUs or devices ask for nothing
         for_header_role=bool(for_header_role),
-        gpu=_count(requested_gpu, code="gpu.invalid", field="requested_gpu"),
-        devices=_devices(requested_devices, field="requested_devices"),
+        gpu=_count(requested_gpu, code="gpu.invalid", field="requested_gpu") or None,
+        devices=tuple(
+            (name, count) for name, count in _devices(requested_devices, field="requested_devices")
+            if count > 0
+        ),
         host_paths=_host_paths(requested_host_paths, field="requested_host_paths"),
     )
     key = selector_key_text(clean)

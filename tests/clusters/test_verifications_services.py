@@ -133,6 +133,16 @@ def test_an_identical_open_request_is_reused(team: Any, member: Any, owner: Any)
     assert Verification.objects.count() == 1
 
 
+def test_zero_gpus_or_devices_ask_for_nothing(team: Any, member: Any, admin_user: Any) -> None:
+    first = request(team, member, A100_IN_A)
+    verification_approve(verification_id=first.pk, admin=admin_user, note="ok")
+    again = verification_request_outcome(
+        team=team, user=member, cluster=gpu_a(), selector=A100_IN_A, requested_gpu=0,
+        requested_devices={"rlinf.io/rdma": 0},
+    )
+    assert again.reused is True and again.verification.pk == first.pk
+
+
 def test_a_pending_request_is_widened_by_a_request_asking_for_more(
     team: Any, member: Any,
 ) -> None:
