@@ -2,14 +2,19 @@
 
 The poll compares in Python so that a node whose labels, allocatable and readiness did
 not change is never written (its audit history records real changes only).
+
+Stored rows are read with their JSON columns as text and decoded here with `json.loads`:
+for a 10,000-node cluster that is several times cheaper than Django's per-value JSON
+field converters, and the comparison stays exact (data, not text).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import NamedTuple
 
 from clusters.k8s import NodeInfo, parse_count
 
@@ -20,8 +25,7 @@ DEVICE_PREFIX = "rlinf.io/"
 _count = lru_cache(maxsize=4096)(parse_count)
 
 
-@dataclass(frozen=True)
-class NodeValues:
+class NodeValues(NamedTuple):
     """The tracked fields of one node row (everything but ids and timestamps)."""
 
     name: str
@@ -33,12 +37,17 @@ class NodeValues:
     gone: bool = False
 
 
-@dataclass(frozen=True)
-class StoredNode:
-    """A node row as read back for comparison."""
+class StoredNode(NamedTuple):
+    """A node row as read back for comparison, its JSON columns as text."""
 
     id: int
-    values: NodeValues
+    name: str
+    namespace: str
+    labels_text: str
+    gpu: int | None
+    devices_text: str
+    ready: bool
+    gone: bool
 
 
 @dataclass
@@ -54,49 +63,42 @@ class PageDiff:
 
 def node_values(info: NodeInfo, *, namespace: str) -> NodeValues:
     """The row values for a polled node: GPUs None when not reported, rlinf.io/* as counts."""
-    gpu_quantity = info.allocatable.get(GPU_RESOURCE)
+    allocatable = info.allocatable
+    gpu_quantity = allocatable.get(GPU_RESOURCE)
     return NodeValues(
-        name=info.name,
-        namespace=namespace,
-        labels=dict(info.labels),
-        gpu=_count(gpu_quantity) if gpu_quantity is not None else None,
-        devices={
-            key: _count(value)
-            for key, value in sorted(info.allocatable.items())
-            if key.startswith(DEVICE_PREFIX)
-        },
-        ready=info.ready,
+        info.name,
+        namespace,
+        info.labels,
+        None if gpu_quantity is None else _count(gpu_quantity),
+        {k: _count(v) for k, v in allocatable.items() if k.startswith(DEVICE_PREFIX)},
+        info.ready,
     )
 
 
-def stored_node(row: tuple[Any, ...]) -> StoredNode:
-    """Build a `StoredNode` from `(id, name, namespace, labels, gpu, devices, ready, gone)`."""
-    node_id, name, namespace, labels, gpu, devices, ready, gone = row
-    return StoredNode(
-        id=int(node_id),
-        values=NodeValues(
-            name=str(name),
-            namespace=str(namespace),
-            labels=dict(labels or {}),
-            gpu=gpu,
-            devices=dict(devices or {}),
-            ready=bool(ready),
-            gone=bool(gone),
-        ),
+def stored_values(row: StoredNode) -> NodeValues:
+    """Decode a stored row into comparable values."""
+    return NodeValues(
+        row.name, row.namespace, json.loads(row.labels_text), row.gpu,
+        json.loads(row.devices_text), row.ready, row.gone,
     )
+
+
+def is_unchanged(values: NodeValues, row: StoredNode) -> bool:
+    """Whether writing `values` over `row` would change nothing."""
+    return stored_values(row) == values
 
 
 def diff_page(polled: Iterable[NodeValues], stored: Mapping[str, StoredNode]) -> PageDiff:
     """Split a page into new rows, rows to rewrite and rows only to mark as seen."""
     diff = PageDiff()
     for values in polled:
-        existing = stored.get(values.name)
-        if existing is None:
+        row = stored.get(values.name)
+        if row is None:
             diff.created.append(values)
-        elif existing.values == values:
-            diff.unchanged_ids.append(existing.id)
+        elif is_unchanged(values, row):
+            diff.unchanged_ids.append(row.id)
         else:
-            diff.changed.append((existing.id, values))
-            diff.labels_changed += existing.values.labels != values.labels
-            diff.returned += existing.values.gone
+            diff.changed.append((row.id, values))
+            diff.labels_changed += json.loads(row.labels_text) != values.labels
+            diff.returned += row.gone
     return diff

@@ -1,27 +1,43 @@
 """Writing one polled snapshot of a cluster into the database, in bulk.
 
-Per batch of nodes (the poll's page size): one SELECT of the stored rows, then at most
-one INSERT for new nodes and one UPDATE for changed ones. Per poll: one SELECT of the
-live rows to find vanished nodes (marked gone, never deleted) and one UPDATE of
-`last_seen` for all unchanged rows. Unchanged rows only get `last_seen`, which the Node
-audit trigger ignores (`exclude=["last_seen"]`), so an unchanged re-poll records no
-audit event.
-Runs inside the caller's transaction.
+Per poll: one SELECT of the cluster's stored rows (JSON as text, see `diff`), one UPDATE
+marking vanished nodes gone (only when some vanished; they are never deleted), and one
+UPDATE of `last_seen` for every unchanged node. Per batch of nodes (the poll's page size):
+at most one INSERT for new nodes and one UPDATE for changed ones. Unchanged rows only get
+`last_seen`, which the Node audit trigger ignores (`exclude=["last_seen"]`), so an
+unchanged re-poll records no audit event. Runs inside the caller's transaction.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
 from itertools import islice
 
-from clusters.inventory.diff import NodeValues, PageDiff, diff_page, node_values, stored_node
+from django.db import connection
+from django.db.models import TextField
+from django.db.models.functions import Cast
+
+from clusters.inventory.diff import NodeValues, PageDiff, StoredNode, diff_page, node_values
 from clusters.k8s import NodeInfo
 from clusters.models import Cluster, ClusterJob, Node, StorageClass
 
-_STORED_FIELDS = ("id", "name", "namespace", "labels", "gpu", "devices", "ready", "gone")
-_UPDATED_FIELDS = ["namespace", "labels", "gpu", "devices", "ready", "gone", "last_seen"]
+_STORED_FIELDS = (
+    "id", "name", "namespace", "labels_text", "gpu", "devices_text", "ready", "gone",
+)
+# One statement for a whole batch of changed nodes. (Django's bulk_update builds a CASE
+# per field and row, which costs more than the rest of a re-poll for a few hundred rows.)
+_UPDATE_CHANGED_SQL = """
+UPDATE clusters_node AS n
+SET namespace = v.namespace, labels = v.labels, gpu = v.gpu, devices = v.devices,
+    ready = v.ready, gone = false, last_seen = %s
+FROM jsonb_to_recordset(%s::jsonb) AS v(
+    id bigint, namespace text, labels jsonb, gpu integer, devices jsonb, ready boolean
+)
+WHERE n.id = v.id
+"""
 
 
 @dataclass(frozen=True)
@@ -82,22 +98,31 @@ def _unique_values(nodes: Sequence[NodeInfo], namespace: str) -> list[NodeValues
     return values
 
 
+def _stored_nodes(cluster: Cluster) -> dict[str, StoredNode]:
+    rows = Node.objects.filter(cluster=cluster).annotate(
+        labels_text=Cast("labels", TextField()), devices_text=Cast("devices", TextField())
+    )
+    return {row[1]: StoredNode(*row) for row in rows.order_by().values_list(*_STORED_FIELDS)}
+
+
 def _apply_diff(cluster: Cluster, diff: PageDiff, now: datetime) -> None:
     if diff.created:
         Node.objects.bulk_create(
-            [Node(cluster=cluster, last_seen=now, **asdict(v)) for v in diff.created]
+            [Node(cluster=cluster, last_seen=now, **v._asdict()) for v in diff.created]
         )
     if diff.changed:
-        Node.objects.bulk_update(
-            [Node(id=node_id, last_seen=now, **asdict(v)) for node_id, v in diff.changed],
-            _UPDATED_FIELDS,
-        )
+        rows = [
+            {"id": node_id, "namespace": v.namespace, "labels": v.labels, "gpu": v.gpu,
+             "devices": v.devices, "ready": v.ready}
+            for node_id, v in diff.changed
+        ]
+        with connection.cursor() as cursor:
+            cursor.execute(_UPDATE_CHANGED_SQL, [now, json.dumps(rows)])
 
 
-def _mark_gone(cluster: Cluster, seen: set[str], now: datetime) -> int:
-    """Mark the cluster's nodes missing from this poll as gone; returns how many."""
-    live = Node.objects.filter(cluster=cluster, gone=False).exclude(last_seen=now)
-    vanished = [node_id for node_id, name in live.values_list("id", "name") if name not in seen]
+def _mark_gone(stored: dict[str, StoredNode], seen: set[str]) -> int:
+    """Mark the stored nodes missing from this poll as gone; returns how many."""
+    vanished = [row.id for name, row in stored.items() if not row.gone and name not in seen]
     if not vanished:
         return 0
     return Node.objects.filter(id__in=vanished).update(gone=True)
@@ -116,12 +141,9 @@ def sync_nodes(
 ) -> SyncStats:
     """Bring the cluster's node rows in line with `nodes`; the missing ones become gone."""
     stats = SyncStats()
+    stored = _stored_nodes(cluster)
     values = _unique_values(nodes, cluster.namespace)
     for batch in _batches(values, batch_size):
-        rows = Node.objects.filter(cluster=cluster, name__in=[v.name for v in batch])
-        stored = {
-            row.values.name: row for row in map(stored_node, rows.values_list(*_STORED_FIELDS))
-        }
         diff = diff_page(batch, stored)
         _apply_diff(cluster, diff, now)
         stats.created += len(diff.created)
@@ -130,7 +152,7 @@ def sync_nodes(
         stats.labels_changed += diff.labels_changed
         stats.returned += diff.returned
     stats.nodes = len(values)
-    stats.gone = _mark_gone(cluster, {v.name for v in values}, now)
+    stats.gone = _mark_gone(stored, {v.name for v in values})
     _stamp_seen(cluster, now)
     return stats
 
