@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -30,6 +31,7 @@ from clusters.simulator.testing import (
 pytestmark = pytest.mark.django_db
 
 BIG_NODES = 1200
+NODE_WRITE = re.compile(r'(INSERT INTO|UPDATE|DELETE FROM) "?clusters_node"?\s', re.IGNORECASE)
 
 
 def _fleet() -> dict[str, Any]:
@@ -165,8 +167,7 @@ def test_an_unchanged_re_poll_writes_no_node_row_and_no_audit_event(
     )
     assert Events.objects.count() == events_before
     node_writes = [
-        q["sql"] for q in queries.captured_queries
-        if q["sql"].startswith(("INSERT", "UPDATE", "DELETE")) and '"clusters_node"' in q["sql"]
+        q["sql"] for q in queries.captured_queries if NODE_WRITE.match(q["sql"].lstrip())
     ]
     assert len(node_writes) == 1
     assert node_writes[0].startswith('UPDATE "clusters_node" SET "last_seen" = ')
