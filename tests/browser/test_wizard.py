@@ -108,6 +108,9 @@ def _step_1(j: Journey) -> None:
     page = j.page
     j.go("#create-job", "/jobs/wizard/new/")
     expect(page.locator("html")).to_have_attribute("lang", j.lang)
+    if j.lang == "zh-hans":
+        expect(page.locator("#step-title")).to_have_text("第一步：角色和资源")
+        expect(page.locator("#wizard-next")).to_have_text("下一步")
     for role in ("Actor", "Rollout", "Environment"):
         expect(page.locator(f'input[name="role_name"][value="{role}"]')).to_have_count(1)
     page.fill("#f-name", "ppo-math-7b")
@@ -124,10 +127,16 @@ def _step_2_actor(j: Journey) -> None:
     j.choose_label("rlinf.io/pool", "a100-head")
     j.count(0).to_have_text("2")
     expect(page.locator("#f-roles-0-selector-findings")).to_contain_text("header.replicas")
+    if j.lang == "zh-hans":
+        expect(page.locator("#f-roles-0-selector-findings")).to_contain_text(
+            "Header 角色的选择器必须恰好匹配 1 个节点；当前匹配到 2 个。")
     expect(page.locator("#role-0-verification-state")).to_have_attribute("data-state", "")
     page.click("#role-0-request-verification")
     expect(page.locator("#role-0-verification-state")).to_have_attribute("data-state", "pending")
     expect(page.locator("#role-0-request-verification")).to_have_count(0)
+    if j.lang == "zh-hans":
+        expect(page.locator("#role-0-verification")).to_contain_text(
+            "已申请。平台管理员将在验证队列中审核。")
     page.fill("#f-roles-0-gpus", "8")
     page.fill("#f-roles-0-image", IMAGE)
     j.shot("2-actor")
@@ -142,6 +151,8 @@ def _step_2_rollout_and_environment(j: Journey) -> None:
     expect(page.locator("#role-1-live tr.foreign")).to_have_count(4)
     expect(page.locator("#role-1-live tr.foreign").first).to_contain_text("b-node-13")
     expect(page.locator("#role-1-foreign")).to_be_visible()
+    if j.lang == "zh-hans":
+        expect(page.locator("#role-1-foreign")).to_have_text("有 4 个匹配节点不在集群 gpu-a 中。")
     j.shot("2-rollout-foreign")
     j.choose_label("topology.rlinf.io/cluster", "gpu-a")
     j.count(1).to_have_text("13")
@@ -176,6 +187,9 @@ def _step_4_blocked(j: Journey) -> str:
     expect(page.locator("#yaml")).to_contain_text("head: true")
     expect(page.locator("#findings")).to_contain_text("header.replicas")
     expect(page.locator("#wizard-submit")).to_be_disabled()
+    if j.lang == "zh-hans":
+        expect(page.locator("#findings-title")).to_have_text("检查结果")
+        expect(page.locator("#submit-blocked")).to_have_text("没有错误级别的检查结果后才能提交。")
     j.shot("4-review-blocked")
     return page.locator("#manifest-sha").inner_text()
 
@@ -220,6 +234,9 @@ def _fix_header_and_submit(j: Journey) -> None:
     j.go("#wizard-submit", "/jobs/")
     row = page.locator('tr[data-job="ppo-math-7b"]')
     expect(row.locator(".badge")).to_have_class("badge queued")
+    if j.lang == "zh-hans":
+        expect(row.locator(".badge")).to_have_text("已排队")
+        expect(page.locator(".messages")).to_contain_text("任务 ppo-math-7b 已提交。")
     j.shot("5-job-list")
 
 

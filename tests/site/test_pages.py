@@ -33,6 +33,7 @@ def test_chinese_is_chosen_from_the_browser(client: Client) -> None:
     page = client.get("/login/", HTTP_ACCEPT_LANGUAGE="zh-CN,zh;q=0.9")
     assert 'lang="zh-hans"' in page.content.decode()
     assert "登录" in page.content.decode()
+    assert "登录 RLark" in page.content.decode()
 
 
 def test_schema_and_interactive_docs_are_served_without_a_cdn(client: Client, owner) -> None:
