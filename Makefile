@@ -27,7 +27,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/lint-imports && $(VENV)/bin/mypy rlark_site clusters jobs
 
 bench: $(STAMP)
-	$(VENV)/bin/python -m rlark_site.devservices bench
+	$(VENV)/bin/python -m rlark_site.devservices bench $(BENCH)
 
 messages: $(STAMP)
 	$(VENV)/bin/python manage.py makemessages -l zh_Hans --ignore '.venv/*' --ignore '.rlark/*'

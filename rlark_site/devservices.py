@@ -6,6 +6,7 @@ default) and stopped again when the command ends; `stop` cleans up after a crash
 
     python -m rlark_site.devservices run      # the whole product on the demo fleet
     python -m rlark_site.devservices test     # lint, import contracts, types, pytest
+    python -m rlark_site.devservices bench    # the benchmarks under bench/, printing figures
     python -m rlark_site.devservices stop     # stop embedded servers left behind
 """
 
@@ -296,6 +297,20 @@ def _interrupt_on_termination() -> None:
     signal.signal(signal.SIGHUP, handler)
 
 
+def run_benchmarks(names: list[str]) -> int:
+    """Every bench/*.py (or the named ones) with the services they need; each prints figures."""
+    scripts = sorted((BASE_DIR / "bench").glob("*.py"))
+    if names:
+        scripts = [s for s in scripts if s.stem in names or s.name in names]
+    failed = 0
+    with services() as env:
+        for script in scripts:
+            _log(f"bench: {script.name}")
+            if subprocess.run([PYTHON, str(script)], env=env, cwd=BASE_DIR).returncode != 0:
+                failed += 1
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rlark_site.devservices")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -303,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     test = sub.add_parser("test", help="run lint, type checks and the whole test suite")
     test.add_argument("pytest_args", nargs=argparse.REMAINDER)
     sub.add_parser("stop", help="stop embedded PostgreSQL/Redis left behind by a crash")
+    bench = sub.add_parser("bench", help="run the benchmarks under bench/ and print their figures")
+    bench.add_argument("names", nargs="*", help="benchmark names (default: all)")
     args = parser.parse_args(argv)
     os.chdir(BASE_DIR)
     _interrupt_on_termination()
@@ -310,6 +327,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_product()
     if args.command == "test":
         return run_tests(args.pytest_args)
+    if args.command == "bench":
+        return run_benchmarks(args.names)
     stop_leftovers()
     return 0
 
