@@ -22,17 +22,22 @@ class CredentialError(Exception):
     """A stored credential cannot be decrypted with any configured key."""
 
 
-def _keys() -> MultiFernet:
+def _fernets() -> list[Fernet]:
+    """The configured keys, newest first."""
     keys = list(getattr(settings, "RLARK_CREDENTIAL_KEYS", []) or [])
     if not keys:
         raise ImproperlyConfigured("RLARK_CREDENTIAL_KEYS is empty: no key to encrypt with.")
     try:
-        return MultiFernet([Fernet(key) for key in keys])
+        return [Fernet(key) for key in keys]
     except ValueError as exc:
         raise ImproperlyConfigured(
             "RLARK_CREDENTIAL_KEYS holds a value that is not a Fernet key "
             "(32 url-safe base64-encoded bytes)."
         ) from exc
+
+
+def _keys() -> MultiFernet:
+    return MultiFernet(_fernets())
 
 
 def encrypt(text: str) -> str:
@@ -70,9 +75,8 @@ def is_current(token: str) -> bool:
     """Whether a ciphertext is already encrypted with the newest key."""
     if not token:
         return True
-    keys = list(settings.RLARK_CREDENTIAL_KEYS)
     try:
-        Fernet(keys[0]).decrypt(token.encode("ascii"))
+        _fernets()[0].decrypt(token.encode("ascii"))
     except (InvalidToken, UnicodeError):
         return False
     return True

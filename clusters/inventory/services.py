@@ -19,6 +19,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import ProtectedError, Q
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from clusters.credentials import CredentialError, credentials_for, decrypt, encrypt, reencrypt
 from clusters.credentials import is_current as credential_is_current
@@ -148,7 +149,8 @@ def cluster_delete(*, cluster: Cluster) -> None:
         cluster.delete()
     except ProtectedError as exc:
         raise ApplicationError(
-            f"Cluster {cluster.name} has verifications on record; disable it instead.",
+            _("Cluster %(name)s has verifications on record; disable it instead.")
+            % {"name": cluster.name},
             status_code=409,
         ) from exc
 
@@ -165,7 +167,8 @@ def cluster_poll_request(*, cluster: Cluster) -> None:
     """Poll a cluster now (on demand), in the background."""
     if not cluster.enabled:
         raise ApplicationError(
-            f"Cluster {cluster.name} is disabled; enable it before polling.", status_code=409
+            _("Cluster %(name)s is disabled; enable it before polling.") % {"name": cluster.name},
+            status_code=409,
         )
     _queue_poll(cluster.id)
 
@@ -238,7 +241,10 @@ def network_domain_register(*, name: str, cluster_names: Sequence[str]) -> Netwo
     clusters = list(Cluster.objects.filter(name__in=cluster_names))
     missing = sorted(set(cluster_names) - {c.name for c in clusters})
     if missing:
-        raise ApplicationError(f"Network domain {name}: unknown clusters {', '.join(missing)}.")
+        raise ApplicationError(
+            _("Network domain %(name)s: unknown clusters %(missing)s.")
+            % {"name": name, "missing": ", ".join(missing)}
+        )
     domain = NetworkDomain.objects.filter(name=name).first()
     if domain is None:
         domain = NetworkDomain(name=name)
