@@ -1,7 +1,9 @@
 """The simulator's Job controller: a deliberately small scheduler.
 
 A Pending Job becomes Running when every task finds at least `replicas` ready
-nodes of the Job's own cluster that match its `nodeSelector` and whose
+nodes of the Job's own cluster (or, for a Job naming a cross-cluster network domain
+of the fleet in `spec.networkDomain`, of every cluster in that domain) that match its
+`nodeSelector` and whose
 allocatable covers the main container's `nvidia.com/gpu` and `rlinf.io/*`
 limits. Capacity is not reserved: two Jobs may count the same node. Otherwise the
 Job stays Pending with an `Unschedulable` reason saying which task lacks what.
@@ -11,7 +13,7 @@ Succeeded and Failed are set from outside (the control endpoint).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from clusters.simulator.fleet import NodeSpec
@@ -143,8 +145,14 @@ def phase_status(
     return status
 
 
-def reconcile_cluster(cluster: ClusterState) -> int:
-    """One controller pass over a cluster's Pending Jobs; returns how many changed."""
+def reconcile_cluster(
+    cluster: ClusterState, *, domain_nodes: Mapping[str, list[NodeSpec]] | None = None
+) -> int:
+    """One controller pass over a cluster's Pending Jobs; returns how many changed.
+
+    `domain_nodes` maps the network domains this cluster belongs to onto the nodes of all
+    their clusters.
+    """
     changed = 0
     with cluster.lock:
         nodes = cluster.node_specs()
@@ -152,7 +160,9 @@ def reconcile_cluster(cluster: ClusterState) -> int:
             status = job.get("status") or {}
             if status.get("phase") != "Pending":
                 continue
-            problems = scheduling_problems(job, nodes)
+            domain = (job.get("spec") or {}).get("networkDomain")
+            candidates = (domain_nodes or {}).get(domain, nodes) if domain else nodes
+            problems = scheduling_problems(job, candidates)
             now = now_timestamp()
             new = pending_status(status, problems, now) if problems else running_status(status, now)
             if _comparable(new) != _comparable(status):

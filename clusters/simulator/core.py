@@ -26,7 +26,16 @@ class Simulator:
 
     def tick(self) -> int:
         """Run one controller pass over every cluster; returns how many Jobs changed."""
-        return sum(reconcile_cluster(cluster) for cluster in self.clusters.values())
+        nodes = {name: cluster.node_specs() for name, cluster in self.clusters.items()}
+        changed = 0
+        for name, cluster in self.clusters.items():
+            domain_nodes = {
+                domain: [node for member in members for node in nodes.get(member, [])]
+                for domain, members in self.fleet.network_domains
+                if name in members
+            }
+            changed += reconcile_cluster(cluster, domain_nodes=domain_nodes)
+        return changed
 
     def reset(self) -> None:
         """Every cluster back to its fleet-file nodes and faults, with no Jobs and empty logs."""

@@ -56,7 +56,17 @@ FLEET_SCHEMA: dict[str, Any] = {
     "required": ["clusters"],
     "properties": {
         # RLark's own registration data (see clusters.inventory.fleet); clusters do not see it.
-        "network_domains": {"type": "array"},
+        "network_domains": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["name", "clusters"],
+                "properties": {
+                    "name": {"type": "string", "minLength": 1},
+                    "clusters": {"type": "array", "items": {"type": "string"}},
+                },
+            },
+        },
         "clusters": {
             "type": "array",
             "minItems": 1,
@@ -107,6 +117,9 @@ class ClusterSpec:
 @dataclass(frozen=True)
 class Fleet:
     clusters: tuple[ClusterSpec, ...]
+    # Cross-cluster network domains: name -> the clusters it spans. A Job naming one in
+    # `spec.networkDomain` may place its tasks on nodes of every cluster of that domain.
+    network_domains: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def cluster(self, name: str) -> ClusterSpec:
         for cluster in self.clusters:
@@ -228,7 +241,14 @@ def parse_fleet(document: Any, *, source: str = "fleet") -> Fleet:
         problems = _semantic_problems(document)
     if problems:
         raise FleetError(problems, source=source)
-    return Fleet(clusters=tuple(_cluster_spec(cluster) for cluster in document["clusters"]))
+    domains = tuple(
+        (str(domain["name"]), tuple(str(c) for c in domain["clusters"]))
+        for domain in document.get("network_domains") or ()
+    )
+    return Fleet(
+        clusters=tuple(_cluster_spec(cluster) for cluster in document["clusters"]),
+        network_domains=domains,
+    )
 
 
 def load_fleet(path: str | Path) -> Fleet:

@@ -199,6 +199,25 @@ def test_job_becomes_running_when_its_tasks_fit(
     assert "reason" not in status
 
 
+def test_a_job_in_a_network_domain_is_placed_across_the_domains_clusters() -> None:
+    head = task_body("actor", replicas=1, selector={"kubernetes.io/hostname": "a-head-01"},
+                     gpus=8, head=True)
+    env = task_body("environment", replicas=10, selector={"rlinf.io/pool": "env-c"}, gpus=0)
+    with run_simulator(DEMO_FLEET_PATH) as handle:
+        gpu_a = handle.credentials("gpu-a")
+        meshed = job_body("meshed", tasks=[head, env])
+        meshed["spec"]["networkDomain"] = "rl-mesh"
+        k8s.create_job(credentials=gpu_a, namespace=NS, body=meshed)
+        k8s.create_job(credentials=gpu_a, namespace=NS, body=job_body("local", tasks=[head, env]))
+
+        handle.tick()
+
+        assert _status(gpu_a, "meshed")["phase"] == "Running"
+        local = _status(gpu_a, "local")
+        assert local["phase"] == "Pending"
+        assert "task environment needs 10 ready node(s)" in local["message"]
+
+
 def test_job_stays_pending_as_unschedulable_when_gpus_are_short(
     sim: InProcessSimulator, gpu_a: k8s.Credentials
 ) -> None:
