@@ -58,6 +58,24 @@ def audit_events(
     return events.order_by("-pgh_created_at", "-pgh_slug")
 
 
+REDACTED = "<redacted>"
+
+
+def _redact(values: Any) -> Any:
+    """Secrets are stored encrypted (`*_encrypted` fields) and never shown, not even encrypted:
+    the audit says that they changed, not what to."""
+    if not isinstance(values, dict):
+        return values
+    return {
+        key: (
+            value if not key.endswith("_encrypted") or not value
+            else [REDACTED if v else v for v in value] if isinstance(value, list)
+            else REDACTED
+        )
+        for key, value in values.items()
+    }
+
+
 def event_as_dict(event: Events) -> dict[str, Any]:
     context = event.pgh_context or {}
     return {
@@ -66,8 +84,8 @@ def event_as_dict(event: Events) -> dict[str, Any]:
         "model": event.pgh_obj_model,
         "object_id": event.pgh_obj_id,
         "label": event.pgh_label,
-        "diff": event.pgh_diff,
-        "data": event.pgh_data,
+        "diff": _redact(event.pgh_diff),
+        "data": _redact(event.pgh_data),
         "actor": context.get("user"),
         "team": context.get("team"),
         "url": context.get("url"),

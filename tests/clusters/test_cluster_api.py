@@ -82,9 +82,13 @@ def test_a_secret_sent_to_the_api_appears_in_no_api_response(admin_api: APIClien
         "/api/v1/clusters/gpu-z/", {"token": TOKEN, "ca_cert": CA, "namespace": "rl-z2"},
         format="json",
     ).content)
+    bodies.append(admin_api.patch(
+        "/api/v1/clusters/gpu-z/", {"token": "rotated-" + TOKEN}, format="json"
+    ).content)
     for path in (
         "/api/v1/clusters/", "/api/v1/clusters/gpu-z/", "/api/v1/nodes/",
-        "/api/v1/nodes/?cluster=gpu-z", "/api/schema/",
+        "/api/v1/nodes/?cluster=gpu-z", "/api/schema/", "/api/v1/audit-events/",
+        "/api/v1/audit-events/?model=cluster",
     ):
         response = admin_api.get(path)
         assert response.status_code == 200, path
@@ -93,6 +97,9 @@ def test_a_secret_sent_to_the_api_appears_in_no_api_response(admin_api: APIClien
         assert TOKEN.encode() not in body
         assert b"MIIBsekretCAbody9f2e" not in body
         assert Cluster.objects.get(name="gpu-z").token_encrypted.encode() not in body
+    audit = admin_api.get("/api/v1/audit-events/?model=cluster").json()["results"]
+    changed = [e for e in audit if e["label"] == "update" and "token_encrypted" in e["diff"]]
+    assert changed and changed[0]["diff"]["token_encrypted"] == ["<redacted>", "<redacted>"]
 
 
 def test_a_member_cannot_create_change_delete_or_poll_clusters(member_api: APIClient) -> None:
