@@ -27,4 +27,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "ClusterStateEnum": "clusters.models.ClusterState",
+        "VerificationStateEnum": "clusters.models.VerificationState",
+        "JobStateEnum": "jobs.models.JobState",
+        "SubmissionStateEnum": "jobs.models.SubmissionState",
+    },
 }

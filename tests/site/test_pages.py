@@ -51,3 +51,11 @@ def test_health_endpoints(client: Client) -> None:
     ready = client.get("/health/ready")
     assert ready.status_code == 200
     assert ready.json()["checks"] == {"postgres": "ok", "redis": "ok"}
+
+
+def test_the_openapi_schema_validates_without_warnings(tmp_path) -> None:
+    from django.core.management import call_command
+
+    out = tmp_path / "schema.yaml"
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(out))
+    assert "/api/v1/jobs/{name}/submit/" in out.read_text()
