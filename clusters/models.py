@@ -8,6 +8,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from clusters.validators import validate_api_url
 from rlark_site.audit.tracking import audited
 from rlark_site.tenancy.models import Team
 
@@ -35,7 +36,7 @@ class Cluster(models.Model):
 
     name = models.CharField(max_length=63, unique=True, validators=[dns_label_validator])
     namespace = models.CharField(max_length=63, validators=[dns_label_validator])
-    api_url = models.URLField(max_length=500)
+    api_url = models.CharField(max_length=500, validators=[validate_api_url])
     token_encrypted = models.TextField(blank=True, default="")
     ca_cert_encrypted = models.TextField(blank=True, default="")
     verify_tls = models.BooleanField(default=True)
@@ -135,6 +136,9 @@ class ClusterJob(models.Model):
                 fields=["cluster", "namespace", "name"], name="unique_cluster_job"
             )
         ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id}/{self.namespace}/{self.name}"
 
 
 class VerificationState(models.TextChoices):

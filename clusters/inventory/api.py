@@ -30,6 +30,7 @@ from clusters.inventory.services import (
     cluster_update,
 )
 from clusters.models import Cluster, Node
+from clusters.validators import validate_api_url
 from rlark_site.exceptions import ApplicationError
 from rlark_site.tenancy.access import is_platform_admin
 
@@ -71,7 +72,7 @@ class ClusterSerializer(serializers.ModelSerializer):
 class ClusterCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=63)
     namespace = serializers.CharField(max_length=63)
-    api_url = serializers.URLField(max_length=500)
+    api_url = serializers.CharField(max_length=500, validators=[validate_api_url])
     token = serializers.CharField(
         required=False, allow_blank=True, write_only=True, style={"input_type": "password"},
         help_text="Bearer token; stored encrypted, never returned.",
@@ -88,7 +89,9 @@ class ClusterUpdateSerializer(serializers.Serializer):
     """Every field optional; an empty `token`/`ca_cert` removes the stored one."""
 
     namespace = serializers.CharField(max_length=63, required=False)
-    api_url = serializers.URLField(max_length=500, required=False)
+    api_url = serializers.CharField(
+        max_length=500, required=False, validators=[validate_api_url]
+    )
     token = serializers.CharField(
         required=False, allow_blank=True, write_only=True, style={"input_type": "password"}
     )

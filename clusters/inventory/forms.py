@@ -12,6 +12,7 @@ from django.utils.translation import gettext_lazy as _
 
 from clusters.inventory.selectors import LabelFilter, label_filter_from_text
 from clusters.models import Cluster
+from clusters.validators import validate_api_url
 
 SELECTOR_EXAMPLE = "rlinf.io/gpu-model=a100, rlinf.io/zone=zone-1"
 
@@ -30,8 +31,8 @@ class ClusterForm(forms.Form):
     namespace = forms.SlugField(
         label=_("Namespace"), max_length=63, help_text=_("Where Jobs for this cluster are created.")
     )
-    api_url = forms.URLField(
-        label=_("API server URL"), max_length=500, assume_scheme="https",
+    api_url = forms.CharField(
+        label=_("API server URL"), max_length=500, validators=[validate_api_url],
         help_text=_("For the fleet simulator: http://HOST:PORT/<cluster name>."),
     )
     token = forms.CharField(

@@ -120,7 +120,7 @@ def test_the_add_form_shows_service_errors_without_echoing_secrets(admin_web: Cl
     })
     page = response.content.decode()
     assert response.status_code == 200
-    assert "Enter a valid URL." in page
+    assert "Enter the API server&#x27;s http(s) URL" in page
     assert TOKEN not in page and CA_BODY not in page
 
 
