@@ -19,6 +19,14 @@ RLARK_INVENTORY_POLL_INTERVAL = env_float("RLARK_INVENTORY_POLL_INTERVAL", 60.0)
 RLARK_STATUS_POLL_INTERVAL = env_float("RLARK_STATUS_POLL_INTERVAL", 15.0)
 # A job Pending longer than this (seconds) is flagged on its page and in the list.
 RLARK_PENDING_DEADLINE = env_float("RLARK_PENDING_DEADLINE", 600.0)
+# Inventory polling: nodes per list request (and per database batch), tries per request, the
+# backoff of a failing cluster (doubling from base up to cap, seconds) and the poll task's limits.
+RLARK_INVENTORY_PAGE_SIZE = env_int("RLARK_INVENTORY_PAGE_SIZE", 500)
+RLARK_INVENTORY_READ_ATTEMPTS = env_int("RLARK_INVENTORY_READ_ATTEMPTS", 3)
+RLARK_INVENTORY_RETRY_BASE = env_float("RLARK_INVENTORY_RETRY_BASE", 15.0)
+RLARK_INVENTORY_RETRY_CAP = env_float("RLARK_INVENTORY_RETRY_CAP", 900.0)
+RLARK_INVENTORY_TASK_SOFT_TIME_LIMIT = env_int("RLARK_INVENTORY_TASK_SOFT_TIME_LIMIT", 90)
+RLARK_INVENTORY_TASK_TIME_LIMIT = env_int("RLARK_INVENTORY_TASK_TIME_LIMIT", 120)
 # Timeouts for calls to clusters (seconds).
 RLARK_KUBE_TIMEOUT = env_float("RLARK_KUBE_TIMEOUT", 10.0)
 # Submission: tries before a transient failure becomes final, the retry pause (doubling with
