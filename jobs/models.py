@@ -175,7 +175,8 @@ class Role(models.Model):
     image_digest = models.CharField(max_length=255, blank=True, default="")
     prepare_script = models.TextField(blank=True, default="")
     env = models.JSONField(default=list, blank=True)  # [{"name", "value"}]
-    mounts = models.JSONField(default=list, blank=True)  # [{"kind","source","target","storage_class"}]
+    # [{"kind", "source", "target", "storage_class"}]
+    mounts = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["job", "position"]
@@ -256,12 +257,17 @@ class SubmissionAttempt(models.Model):
             models.UniqueConstraint(fields=["run_record", "number"], name="unique_attempt_number")
         ]
 
+    def __str__(self) -> str:
+        return f"{self.run_record_id}#{self.number} {self.outcome}"
+
 
 @audited()
 class StatusChange(models.Model):
     """One observed phase change of a submitted Job."""
 
-    run_record = models.ForeignKey(RunRecord, on_delete=models.CASCADE, related_name="status_changes")
+    run_record = models.ForeignKey(
+        RunRecord, on_delete=models.CASCADE, related_name="status_changes"
+    )
     phase = models.CharField(max_length=40)
     reason = models.CharField(max_length=255, blank=True, default="")
     message = models.TextField(blank=True, default="")
@@ -269,6 +275,9 @@ class StatusChange(models.Model):
 
     class Meta:
         ordering = ["run_record", "observed_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.run_record_id}: {self.phase}"
 
 
 @audited()
@@ -289,3 +298,6 @@ class FirstRunCheck(models.Model):
 
     class Meta:
         ordering = ["run_record", "checked_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.run_record_id}: {'observed' if self.observed else 'not observed'}"
