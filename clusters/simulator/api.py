@@ -14,6 +14,7 @@ from clusters.simulator.objects import (
     JOB_GROUP,
     JOB_KIND,
     ApiError,
+    encoded_list,
     job_details,
     list_object,
     success_status,
@@ -80,9 +81,18 @@ def version(context: ClusterContext, request: Request) -> Response:
 
 
 def list_nodes(context: ClusterContext, request: Request) -> Response:
+    """A page of nodes, assembled from the cluster's encoded node objects."""
     cluster = context.cluster
     page = _page(cluster, request, kind="nodes", items=cluster.node_items)
-    return _list_response(page, api_version="v1", kind="NodeList")
+    document = encoded_list(
+        api_version="v1",
+        kind="NodeList",
+        items=cluster.encoded_nodes(page.items),
+        resource_version=page.resource_version,
+        continue_token=page.continue_token,
+        remaining=page.remaining,
+    )
+    return Response(200, document)
 
 
 def get_node(context: ClusterContext, request: Request, name: str) -> Response:

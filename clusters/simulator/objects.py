@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -151,6 +153,18 @@ def storage_class_object(
     }
 
 
+@dataclass(frozen=True)
+class EncodedJSON:
+    """A response document already encoded as JSON: the server sends `body` as it is."""
+
+    body: bytes
+
+
+def encode_object(document: dict[str, Any]) -> bytes:
+    """An object's JSON text, exactly as the server writes a whole response (`json.dumps`)."""
+    return json.dumps(document).encode()
+
+
 def list_object(
     *,
     api_version: str,
@@ -165,3 +179,30 @@ def list_object(
         metadata["continue"] = continue_token
         metadata["remainingItemCount"] = remaining
     return {"apiVersion": api_version, "kind": kind, "metadata": metadata, "items": items}
+
+
+def encoded_list(
+    *,
+    api_version: str,
+    kind: str,
+    items: list[bytes],
+    resource_version: int,
+    continue_token: str | None,
+    remaining: int,
+) -> EncodedJSON:
+    """A list response assembled from items encoded beforehand by `encode_object`.
+
+    The bytes are those of `encode_object(list_object(...))` over the decoded items: the
+    envelope is encoded without items (they come last) and the items are spliced in.
+    """
+    envelope = list_object(
+        api_version=api_version,
+        kind=kind,
+        items=[],
+        resource_version=resource_version,
+        continue_token=continue_token,
+        remaining=remaining,
+    )
+    del envelope["items"]
+    head = encode_object(envelope)[:-1]
+    return EncodedJSON(b"".join((head, b', "items": [', b", ".join(items), b"]}")))

@@ -20,7 +20,7 @@ from clusters.simulator.controller import ControllerThread
 from clusters.simulator.core import Simulator
 from clusters.simulator.faults import FaultAction
 from clusters.simulator.fleet import CONTROL_SEGMENT, Fleet
-from clusters.simulator.objects import ApiError, failure_status
+from clusters.simulator.objects import ApiError, EncodedJSON, failure_status
 from clusters.simulator.routing import Request, Response
 from clusters.simulator.state import ClusterState
 
@@ -164,7 +164,11 @@ class SimulatorRequestHandler(BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
 
     def _write(self, response: Response) -> None:
-        payload = json.dumps(response.document).encode()
+        document = response.document
+        if isinstance(document, EncodedJSON):
+            payload = document.body
+        else:
+            payload = json.dumps(document).encode()
         self.send_response(response.code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))

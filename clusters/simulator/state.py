@@ -4,6 +4,9 @@ Stored objects are never mutated in place: every change replaces the object
 (with a new `resourceVersion`). A paginated list keeps a reference to the list
 it started from, so all its pages come from the same snapshot, as the API
 server promises, while later changes only show up in new lists.
+
+Like a real API server's watch cache, node objects are kept encoded as JSON: a page
+of a node list joins the encoded fragments instead of encoding every object again.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from clusters.simulator.faults import FaultInjector, FaultSpec
 from clusters.simulator.fleet import ClusterSpec, NodeSpec
 from clusters.simulator.objects import (
     ApiError,
+    encode_object,
     job_details,
     node_object,
     now_timestamp,
@@ -81,6 +85,7 @@ class ClusterState:
         self._node_specs = {name: spec for name, (spec, _) in self._initial_nodes.items()}
         self._nodes = {name: node for name, (_, node) in self._initial_nodes.items()}
         self._sorted_nodes: list[Object] | None = None
+        self._encoded_nodes = _EncodedObjects()
         self._jobs: dict[tuple[str, str], Object] = {}
         self._snapshots: OrderedDict[str, tuple[int, list[Object]]] = OrderedDict()
         self.create_log: list[dict[str, Any]] = []
@@ -111,12 +116,18 @@ class ClusterState:
         self._node_specs[spec.name] = spec
         self._nodes[spec.name] = self._render_node(spec)
         self._sorted_nodes = None
+        self._encoded_nodes.forget(spec.name)
 
     def node_items(self) -> list[Object]:
         with self.lock:
             if self._sorted_nodes is None:
                 self._sorted_nodes = [self._nodes[name] for name in sorted(self._nodes)]
             return self._sorted_nodes
+
+    def encoded_nodes(self, nodes: list[Object]) -> list[bytes]:
+        """The JSON text of each node object (of any snapshot), from the cache when it has it."""
+        with self.lock:
+            return [self._encoded_nodes.get(node["metadata"]["name"], node) for node in nodes]
 
     def node_specs(self) -> list[NodeSpec]:
         with self.lock:
@@ -144,6 +155,7 @@ class ClusterState:
             del self._nodes[name]
             del self._node_specs[name]
             self._sorted_nodes = None
+            self._encoded_nodes.forget(name)
             self._bump()
 
     def patch_node(
@@ -317,6 +329,30 @@ class ClusterState:
                 "auth": self.spec.token is not None,
                 "faults": self.faults.describe(),
             }
+
+
+class _EncodedObjects:
+    """Objects encoded as JSON once, by name.
+
+    An entry holds the object it was encoded from and only answers for that very object:
+    objects are never mutated, so an object replaced by a change (or still served from an
+    older list's snapshot) is never answered with another's text. `forget` drops the
+    entry of a changed or removed object.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[Object, bytes]] = {}
+
+    def get(self, name: str, document: Object) -> bytes:
+        entry = self._entries.get(name)
+        if entry is not None and entry[0] is document:
+            return entry[1]
+        encoded = encode_object(document)
+        self._entries[name] = (document, encoded)
+        return encoded
+
+    def forget(self, name: str) -> None:
+        self._entries.pop(name, None)
 
 
 def _merged(base: dict[str, str], changes: dict[str, str | None] | None) -> dict[str, str]:

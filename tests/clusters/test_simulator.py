@@ -22,6 +22,7 @@ import yaml
 
 from clusters import k8s
 from clusters.simulator.fleet import FleetError, generate_fleet, load_fleet, parse_fleet
+from clusters.simulator.objects import encode_object, encoded_list, list_object
 from clusters.simulator.testing import (
     DEMO_FLEET_PATH,
     TEST_JOB_CRD,
@@ -438,6 +439,77 @@ def test_an_expired_continue_token_answers_410(sim: InProcessSimulator) -> None:
     )
 
     assert (code, body["kind"], body["reason"]) == (410, "Status", "Expired")
+
+
+# Node lists from encoded objects
+
+
+def _raw_body(handle: SimulatorHandle, path: str) -> bytes:
+    parts = urlsplit(handle.base_url)
+    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=5)
+    try:
+        connection.request("GET", path, headers={"Authorization": "Bearer demo-token-gpu-a"})
+        return connection.getresponse().read()
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("query", ["", "?limit=5"])
+def test_node_lists_are_the_bytes_the_server_encodes_for_any_document(
+    sim: InProcessSimulator, query: str
+) -> None:
+    body = _raw_body(sim, f"/gpu-a/api/v1/nodes{query}")
+
+    document = json.loads(body)
+
+    assert json.dumps(document).encode() == body
+    assert document["kind"] == "NodeList" and len(document["items"]) in (5, 17)
+
+
+def test_encoded_lists_match_lists_encoded_whole() -> None:
+    items = [{"metadata": {"name": "n1", "labels": {"a": "1"}}}, {"metadata": {"name": "n2"}}]
+    for token, remaining in ((None, 0), ("next", 3)):
+        envelope = {
+            "api_version": "v1", "kind": "NodeList", "resource_version": 42,
+            "continue_token": token, "remaining": remaining,
+        }
+
+        assembled = encoded_list(items=[encode_object(item) for item in items], **envelope)
+
+        assert assembled.body == encode_object(list_object(items=items, **envelope))
+    assert encoded_list(items=[], **envelope).body == encode_object(
+        list_object(items=[], **envelope)
+    )
+
+
+def _listed_nodes(handle: SimulatorHandle) -> dict[str, dict[str, Any]]:
+    items = json.loads(_raw_body(handle, "/gpu-a/api/v1/nodes"))["items"]
+    return {item["metadata"]["name"]: item for item in items}
+
+
+def test_a_node_changed_after_a_list_is_served_anew(sim: InProcessSimulator) -> None:
+    before = _listed_nodes(sim)["a-node-01"]
+    sim.patch_node("gpu-a", "a-node-01", labels={"rlinf.io/pool": "moved"})
+
+    after = _listed_nodes(sim)["a-node-01"]
+    _, fetched, _ = _raw(sim, "GET", "/gpu-a/api/v1/nodes/a-node-01")
+
+    assert before["metadata"]["labels"]["rlinf.io/pool"] == "a100-a"
+    assert after == fetched
+    assert fetched["metadata"]["labels"]["rlinf.io/pool"] == "moved"
+    assert fetched["metadata"]["resourceVersion"] != before["metadata"]["resourceVersion"]
+
+
+def test_a_node_removed_and_added_back_is_listed_as_added(
+    sim: InProcessSimulator, gpu_a: k8s.Credentials
+) -> None:
+    _nodes(gpu_a)
+    sim.remove_node("gpu-a", "a-node-02")
+    sim.add_node("gpu-a", "a-node-02", labels={"rlinf.io/pool": "back"})
+
+    node = _nodes(gpu_a)["a-node-02"]
+
+    assert (node.labels, node.allocatable) == ({"rlinf.io/pool": "back"}, {})
 
 
 # Admission of created Jobs
