@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from functools import partial
@@ -51,12 +51,15 @@ class NodeInfo:
 
     `allocatable` keeps the raw quantity strings of `nvidia.com/gpu` and the
     `rlinf.io/*` resources only; `parse_count` turns them into integers.
+    `resource_version` is the node's `metadata.resourceVersion` ("" when not
+    reported): the API server changes it with every change of the node.
     """
 
     name: str
     labels: dict[str, str]
     allocatable: dict[str, str]
     ready: bool
+    resource_version: str = ""
 
 
 def is_tracked_resource(name: str) -> bool:
@@ -86,17 +89,41 @@ def parse_count(quantity: str) -> int | None:
 
 
 def node_info_from_object(node: dict[str, Any]) -> NodeInfo:
-    """Reduce a Node object (as JSON) to a `NodeInfo`."""
+    """Reduce a Node object (as JSON) to a `NodeInfo`.
+
+    Runs for every node of every poll, so it avoids per-item Python work where it can:
+    labels are copied whole unless some key or value is not a string.
+    """
     metadata = node.get("metadata") or {}
     status = node.get("status") or {}
+    labels = metadata.get("labels") or {}
     allocatable = status.get("allocatable") or {}
-    conditions = status.get("conditions") or []
     return NodeInfo(
-        name=str(metadata.get("name", "")),
-        labels={str(k): str(v) for k, v in (metadata.get("labels") or {}).items()},
-        allocatable={str(k): str(v) for k, v in allocatable.items() if is_tracked_resource(k)},
-        ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
+        str(metadata.get("name", "")),
+        dict(labels) if _is_text(labels) else {str(k): str(v) for k, v in labels.items()},
+        {
+            str(k): str(v)
+            for k, v in allocatable.items()
+            if k == GPU_RESOURCE or k.startswith(DEVICE_PREFIX)
+        },
+        _is_ready(status.get("conditions") or ()),
+        str(metadata.get("resourceVersion") or ""),
     )
+
+
+_TEXT = frozenset({str})
+
+
+def _is_text(mapping: dict[Any, Any]) -> bool:
+    """Whether every key and value is a `str` (checked without a Python-level loop)."""
+    return _TEXT.issuperset(map(type, mapping)) and _TEXT.issuperset(map(type, mapping.values()))
+
+
+def _is_ready(conditions: Iterable[dict[str, Any]]) -> bool:
+    for condition in conditions:
+        if condition.get("type") == "Ready" and condition.get("status") == "True":
+            return True
+    return False
 
 
 def _fetch_node_page(

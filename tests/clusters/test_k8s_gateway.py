@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from clusters import k8s
+from clusters.k8s.nodes import node_info_from_object
 from clusters.simulator.fleet import generate_fleet
 from clusters.simulator.testing import (
     DEMO_FLEET_PATH,
@@ -89,6 +90,31 @@ def test_node_info_keeps_gpu_and_rlinf_resources_and_readiness(gpu_a: k8s.Creden
     assert nodes["a-node-01"].labels["rlinf.io/pool"] == "a100-a"
     assert nodes["a-node-01"].ready is True
     assert nodes["a-node-12"].ready is False
+
+
+def test_node_info_carries_the_resource_version_that_moves_with_each_change(
+    sim: InProcessSimulator, gpu_a: k8s.Credentials
+) -> None:
+    before = {n.name: n for page in k8s.iter_node_pages(credentials=gpu_a) for n in page}
+    sim.patch_node("gpu-a", "a-node-01", ready=False)
+    after = {n.name: n for page in k8s.iter_node_pages(credentials=gpu_a) for n in page}
+
+    assert before["a-node-01"].resource_version
+    assert after["a-node-01"].resource_version != before["a-node-01"].resource_version
+    assert after["a-node-02"].resource_version == before["a-node-02"].resource_version
+
+
+def test_node_info_turns_every_label_into_text() -> None:
+    node = {
+        "metadata": {"name": "n1", "labels": {"rlinf.io/rack": 7, "zone": "z1"}},
+        "status": {"allocatable": {"nvidia.com/gpu": 8, "cpu": "64"}},
+    }
+
+    info = node_info_from_object(node)
+
+    assert (info.labels, info.allocatable) == ({"rlinf.io/rack": "7", "zone": "z1"},
+                                                {"nvidia.com/gpu": "8"})
+    assert (info.ready, info.resource_version) == (False, "")
 
 
 def test_each_cluster_serves_only_its_own_nodes(sim: InProcessSimulator) -> None:
