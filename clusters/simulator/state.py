@@ -7,6 +7,10 @@ server promises, while later changes only show up in new lists.
 
 Like a real API server's watch cache, node objects are kept encoded as JSON: a page
 of a node list joins the encoded fragments instead of encoding every object again.
+
+Resource versions start from the wall clock (in microseconds), so a restarted simulator
+never serves a version that an earlier run served for different content: clients such
+as RLark's inventory poll remember versions and skip objects they have seen at one.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import base64
 import binascii
 import json
 import threading
+import time
 import uuid
 from collections import OrderedDict, deque
 from collections.abc import Callable
@@ -71,7 +76,7 @@ class ClusterState:
         self.faults = FaultInjector(spec.faults)
         self.namespaces = frozenset({spec.namespace, "default"})
         self.epoch = 0
-        self._resource_version = 1
+        self._resource_version = time.time_ns() // 1000
         self._created = now_timestamp()
         self._initial_nodes = {node.name: (node, self._render_node(node)) for node in spec.nodes}
         self._storage_classes = [

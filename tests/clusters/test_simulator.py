@@ -500,6 +500,18 @@ def test_a_node_changed_after_a_list_is_served_anew(sim: InProcessSimulator) -> 
     assert fetched["metadata"]["resourceVersion"] != before["metadata"]["resourceVersion"]
 
 
+def test_a_restarted_simulator_never_serves_an_earlier_runs_versions() -> None:
+    def versions() -> dict[str, str]:
+        with run_simulator(DEMO_FLEET_PATH) as handle:
+            nodes = _nodes(handle.credentials("gpu-a"))
+        return {name: node.resource_version for name, node in nodes.items()}
+
+    first, second = versions(), versions()
+
+    assert first.keys() == second.keys()
+    assert min(map(int, second.values())) > max(map(int, first.values()))
+
+
 def test_a_node_removed_and_added_back_is_listed_as_added(
     sim: InProcessSimulator, gpu_a: k8s.Credentials
 ) -> None:
