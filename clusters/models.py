@@ -62,7 +62,7 @@ class Cluster(models.Model):
         return self.name
 
 
-@audited(exclude=["last_seen"])
+@audited(exclude=["last_seen", "resource_version"])
 class Node(models.Model):
     """One node of one cluster, as last polled. Vanished nodes are marked gone, not deleted."""
 
@@ -76,6 +76,9 @@ class Node(models.Model):
     gone = models.BooleanField(default=False)
     first_seen = models.DateTimeField(auto_now_add=True)
     last_seen = models.DateTimeField(null=True, blank=True)
+    # The node's `metadata.resourceVersion` when the row was last compared with the cluster:
+    # a poll skips nodes it sees at the same version (poll bookkeeping, not audited).
+    resource_version = models.TextField(blank=True, default="")
 
     class Meta:
         ordering = ["cluster__name", "name"]

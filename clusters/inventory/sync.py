@@ -1,11 +1,14 @@
 """Writing one polled snapshot of a cluster into the database, in bulk.
 
-Per poll: one SELECT of the cluster's stored rows (JSON as text, see `diff`), one UPDATE
-marking vanished nodes gone (only when some vanished; they are never deleted), and one
-UPDATE of `last_seen` for every unchanged node. Per batch of nodes (the poll's page size):
-at most one INSERT for new nodes and one UPDATE for changed ones. Unchanged rows only get
-`last_seen`, which the Node audit trigger ignores (`exclude=["last_seen"]`), so an
-unchanged re-poll records no audit event. Runs inside the caller's transaction.
+Per poll: one SELECT of every stored row's name, id, resourceVersion and gone flag (no
+JSON), one SELECT of the full rows of the nodes polled at another version (only when
+there are such nodes, see `diff`), one UPDATE marking vanished nodes gone (only when some
+vanished; they are never deleted), and one UPDATE of `last_seen` for every unchanged
+node. Per batch of compared nodes (the poll's page size): at most one INSERT for new
+nodes, one UPDATE for changed ones and one UPDATE of the stored version of nodes whose
+values did not change. Unchanged rows only get `last_seen` (and maybe
+`resource_version`), which the Node audit trigger ignores, so an unchanged re-poll
+records no audit event. Runs inside the caller's transaction.
 """
 
 from __future__ import annotations
@@ -20,22 +23,39 @@ from django.db import connection
 from django.db.models import TextField
 from django.db.models.functions import Cast
 
-from clusters.inventory.diff import NodeValues, PageDiff, StoredNode, diff_page, node_values
+from clusters.inventory.diff import (
+    PageDiff,
+    Polled,
+    SeenVersions,
+    StoredNode,
+    diff_page,
+    node_values,
+    split_by_version,
+)
 from clusters.k8s import NodeInfo
 from clusters.models import Cluster, ClusterJob, Node, StorageClass
 
 _STORED_FIELDS = (
     "id", "name", "namespace", "labels_text", "gpu", "devices_text", "ready", "gone",
+    "resource_version",
 )
+_SEEN_SQL = "SELECT name, id, resource_version, gone FROM clusters_node WHERE cluster_id = %s"
 # One statement for a whole batch of changed nodes. (Django's bulk_update builds a CASE
 # per field and row, which costs more than the rest of a re-poll for a few hundred rows.)
 _UPDATE_CHANGED_SQL = """
 UPDATE clusters_node AS n
 SET namespace = v.namespace, labels = v.labels, gpu = v.gpu, devices = v.devices,
-    ready = v.ready, gone = false, last_seen = %s
+    ready = v.ready, gone = false, last_seen = %s, resource_version = v.resource_version
 FROM jsonb_to_recordset(%s::jsonb) AS v(
-    id bigint, namespace text, labels jsonb, gpu integer, devices jsonb, ready boolean
+    id bigint, namespace text, labels jsonb, gpu integer, devices jsonb, ready boolean,
+    resource_version text
 )
+WHERE n.id = v.id
+"""
+_UPDATE_VERSIONS_SQL = """
+UPDATE clusters_node AS n
+SET resource_version = v.resource_version
+FROM jsonb_to_recordset(%s::jsonb) AS v(id bigint, resource_version text)
 WHERE n.id = v.id
 """
 
@@ -81,25 +101,33 @@ class SyncStats:
         )
 
 
-def _batches(items: Sequence[NodeValues], size: int) -> Iterator[list[NodeValues]]:
+def _batches(items: Sequence[Polled], size: int) -> Iterator[list[Polled]]:
     iterator = iter(items)
     while batch := list(islice(iterator, size)):
         yield batch
 
 
-def _unique_values(nodes: Sequence[NodeInfo], namespace: str) -> list[NodeValues]:
-    """Row values of the polled nodes, dropping nameless and repeated entries."""
-    seen: set[str] = set()
-    values = []
-    for info in nodes:
-        if info.name and info.name not in seen:
-            seen.add(info.name)
-            values.append(node_values(info, namespace=namespace))
-    return values
+def _unique_nodes(nodes: Sequence[NodeInfo]) -> dict[str, NodeInfo]:
+    """The polled nodes by name, dropping nameless entries and repeats (the first stays)."""
+    unique: dict[str, NodeInfo] = {}
+    for node in nodes:
+        if node.name:
+            unique.setdefault(node.name, node)
+    return unique
 
 
-def _stored_nodes(cluster: Cluster) -> dict[str, StoredNode]:
-    rows = Node.objects.filter(cluster=cluster).annotate(
+def _seen_versions(cluster: Cluster) -> SeenVersions:
+    """Every stored row of the cluster, reduced to what tells an unchanged node."""
+    with connection.cursor() as cursor:
+        cursor.execute(_SEEN_SQL, [cluster.id])
+        return {name: (row_id, version, gone) for name, row_id, version, gone in cursor}
+
+
+def _stored_nodes(ids: list[int]) -> dict[str, StoredNode]:
+    """The full rows with these ids, by node name."""
+    if not ids:
+        return {}
+    rows = Node.objects.filter(id__in=ids).annotate(
         labels_text=Cast("labels", TextField()), devices_text=Cast("devices", TextField())
     )
     return {row[1]: StoredNode(*row) for row in rows.order_by().values_list(*_STORED_FIELDS)}
@@ -108,21 +136,28 @@ def _stored_nodes(cluster: Cluster) -> dict[str, StoredNode]:
 def _apply_diff(cluster: Cluster, diff: PageDiff, now: datetime) -> None:
     if diff.created:
         Node.objects.bulk_create(
-            [Node(cluster=cluster, last_seen=now, **v._asdict()) for v in diff.created]
+            [
+                Node(cluster=cluster, last_seen=now, resource_version=version, **v._asdict())
+                for v, version in diff.created
+            ]
         )
     if diff.changed:
         rows = [
             {"id": node_id, "namespace": v.namespace, "labels": v.labels, "gpu": v.gpu,
-             "devices": v.devices, "ready": v.ready}
-            for node_id, v in diff.changed
+             "devices": v.devices, "ready": v.ready, "resource_version": version}
+            for node_id, (v, version) in diff.changed
         ]
         with connection.cursor() as cursor:
             cursor.execute(_UPDATE_CHANGED_SQL, [now, json.dumps(rows)])
+    if diff.refreshed:
+        versions = [{"id": node_id, "resource_version": v} for node_id, v in diff.refreshed]
+        with connection.cursor() as cursor:
+            cursor.execute(_UPDATE_VERSIONS_SQL, [json.dumps(versions)])
 
 
-def _mark_gone(stored: dict[str, StoredNode], seen: set[str]) -> int:
+def _mark_gone(seen: SeenVersions, polled: dict[str, NodeInfo]) -> int:
     """Mark the stored nodes missing from this poll as gone; returns how many."""
-    vanished = [row.id for name, row in stored.items() if not row.gone and name not in seen]
+    vanished = [row[0] for name, row in seen.items() if not row[2] and name not in polled]
     if not vanished:
         return 0
     return Node.objects.filter(id__in=vanished).update(gone=True)
@@ -141,9 +176,15 @@ def sync_nodes(
 ) -> SyncStats:
     """Bring the cluster's node rows in line with `nodes`; the missing ones become gone."""
     stats = SyncStats()
-    stored = _stored_nodes(cluster)
-    values = _unique_values(nodes, cluster.namespace)
-    for batch in _batches(values, batch_size):
+    seen = _seen_versions(cluster)
+    polled = _unique_nodes(nodes)
+    unchanged_ids, to_compare = split_by_version(polled.values(), seen)
+    stored = _stored_nodes([seen[n.name][0] for n in to_compare if n.name in seen])
+    compared = [
+        Polled(node_values(n, namespace=cluster.namespace), n.resource_version)
+        for n in to_compare
+    ]
+    for batch in _batches(compared, batch_size):
         diff = diff_page(batch, stored)
         _apply_diff(cluster, diff, now)
         stats.created += len(diff.created)
@@ -151,8 +192,9 @@ def sync_nodes(
         stats.unchanged += len(diff.unchanged_ids)
         stats.labels_changed += diff.labels_changed
         stats.returned += diff.returned
-    stats.nodes = len(values)
-    stats.gone = _mark_gone(stored, {v.name for v in values})
+    stats.unchanged += len(unchanged_ids)
+    stats.nodes = len(polled)
+    stats.gone = _mark_gone(seen, polled)
     _stamp_seen(cluster, now)
     return stats
 

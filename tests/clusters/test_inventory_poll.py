@@ -16,7 +16,7 @@ from django.utils import timezone
 from pghistory.models import Events
 
 from clusters.inventory.services import PollOutcome, cluster_create, poll_cluster
-from clusters.k8s import create_job
+from clusters.k8s import create_job, iter_node_pages
 from clusters.models import Cluster, ClusterJob, ClusterState, Node, StorageClass
 from clusters.signals import inventory_changed
 from clusters.simulator.fleet import generate_fleet
@@ -185,6 +185,53 @@ def test_an_unchanged_re_poll_still_refreshes_last_seen_and_keeps_the_generation
         before = first_seen[node.name]
         assert node.last_seen is not None and before is not None
         assert node.last_seen > before
+
+
+def test_each_node_row_keeps_the_resource_version_it_was_polled_at(
+    sim: InProcessSimulator,
+) -> None:
+    cluster = register(sim, "small")
+    poll_cluster(cluster_id=cluster.id)
+    listed = {
+        node.name: node.resource_version
+        for page in iter_node_pages(credentials=sim.credentials("small"))
+        for node in page
+    }
+    stored = dict(Node.objects.filter(cluster=cluster).values_list("name", "resource_version"))
+    assert stored == listed
+    assert all(stored.values())
+
+
+def test_a_node_polled_at_its_stored_version_is_not_compared_again(
+    sim: InProcessSimulator,
+) -> None:
+    cluster = register(sim, "small")
+    poll_cluster(cluster_id=cluster.id)
+    Node.objects.filter(cluster=cluster, name="s-gpu-1").update(labels={"edited": "in db"})
+    result = poll_cluster(cluster_id=cluster.id)
+    assert (result.unchanged, result.updated) == (3, 0)
+    assert Node.objects.get(cluster=cluster, name="s-gpu-1").labels == {"edited": "in db"}
+
+
+def test_a_new_version_with_the_same_values_only_moves_the_stored_version(
+    sim: InProcessSimulator,
+) -> None:
+    cluster = register(sim, "small")
+    poll_cluster(cluster_id=cluster.id)
+    events_before = Events.objects.count()
+    bumped = sim.patch_node("small", "s-gpu-1", labels={"zone": "z1"})
+    with CaptureQueriesContext(connection) as queries:
+        result = poll_cluster(cluster_id=cluster.id)
+    assert (result.unchanged, result.updated, result.generation, result.changed) == (
+        3, 0, 1, False,
+    )
+    assert Events.objects.count() == events_before
+    gpu = Node.objects.get(cluster=cluster, name="s-gpu-1")
+    assert gpu.resource_version == bumped["metadata"]["resourceVersion"]
+    node_writes = [
+        q["sql"] for q in queries.captured_queries if NODE_WRITE.match(q["sql"].lstrip())
+    ]
+    assert len(node_writes) == 2
 
 
 def test_a_label_change_makes_one_audit_event_and_a_new_generation(
