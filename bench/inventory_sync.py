@@ -16,13 +16,15 @@ database (created and migrated for this run, dropped at the end) and times
 For each it prints the median wall time of `--repeat` runs (and the best), how much of it
 went into the gateway listing the nodes over HTTP (the floor of any poll, the same for
 every scenario) and everything else, nodes/s, database queries (per page of
-`--page-size` nodes), time spent inside the database, and audit events written. The
-machine's load average is printed too: the figures are wall-clock.
+`--page-size` nodes), time spent inside the database and in garbage collection (with the
+number of full collections), and audit events written. The machine's load average is
+printed too: the figures are wall-clock.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import sys
@@ -40,6 +42,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 SCRATCH_NAME = f"rlark_bench_inventory_sync_{os.getpid()}"
+OLDEST_GENERATION = 2
 
 
 @dataclass
@@ -59,6 +62,34 @@ class QueryLog:
             self.count += 1
 
 
+class GcLog:
+    """Counts full (oldest generation) garbage collections and the time spent collecting.
+
+    A poll that leaves many tracked objects alive makes the interpreter walk the whole
+    heap, which in a Django process costs more than the rest of an unchanged re-poll.
+    """
+
+    def __init__(self) -> None:
+        self.full = 0
+        self.seconds = 0.0
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+            return
+        self.seconds += time.perf_counter() - self._started
+        self.full += info["generation"] == OLDEST_GENERATION
+
+    @contextmanager
+    def watching(self) -> Iterator[GcLog]:
+        gc.callbacks.append(self)
+        try:
+            yield self
+        finally:
+            gc.callbacks.remove(self)
+
+
 @dataclass(frozen=True)
 class Figures:
     """One scenario, run `len(walls)` times: every figure but the wall time is the last run's."""
@@ -66,6 +97,7 @@ class Figures:
     label: str
     walls: list[float]
     listings: list[float]
+    collections: list[GcLog]
     nodes: int
     pages: int
     queries: int
@@ -93,6 +125,8 @@ class Figures:
             f"  pages             {self.pages:8d}",
             f"  DB queries        {self.queries:8d}  ({per_page:.2f} per page)",
             f"  time in DB        {self.db_seconds:8.3f} s",
+            f"  time in GC        {statistics.median(c.seconds for c in self.collections):8.3f} s"
+            f"   ({sum(c.full for c in self.collections)} full collections in {runs} runs)",
             f"  audit events      {self.events:8d}",
         ]
 
@@ -157,17 +191,27 @@ class ListingClock:
         return timed
 
 
-def poll_once(cluster_id: int) -> tuple[float, float, Any, QueryLog, int]:
+@dataclass(frozen=True)
+class Run:
+    wall: float
+    listing: float
+    result: Any
+    queries: QueryLog
+    collections: GcLog
+    events: int
+
+
+def poll_once(cluster_id: int) -> Run:
     from django.db import connection
 
     from clusters.inventory import services
 
     events_before = audit_event_count()
-    log, clock = QueryLog(), ListingClock()
+    log, clock, collections = QueryLog(), ListingClock(), GcLog()
     real_listing = services.iter_node_pages
     services.iter_node_pages = clock.wrap(real_listing)  # type: ignore[assignment]
     try:
-        with connection.execute_wrapper(log):
+        with connection.execute_wrapper(log), collections.watching():
             started = time.perf_counter()
             result = services.poll_cluster(cluster_id=cluster_id)
             wall = time.perf_counter() - started
@@ -175,18 +219,24 @@ def poll_once(cluster_id: int) -> tuple[float, float, Any, QueryLog, int]:
         services.iter_node_pages = real_listing
     if not result.ok:
         raise SystemExit(f"poll failed: {result.summary()}")
-    return wall, clock.seconds, result, log, audit_event_count() - events_before
+    events = audit_event_count() - events_before
+    return Run(wall, clock.seconds, result, log, collections, events)
 
 
 def measure(label: str, cluster_ids: list[int]) -> Figures:
     """Poll each cluster once (one run per cluster), timing each poll."""
-    walls, listings = [], []
-    for cluster_id in cluster_ids:
-        wall, listing, result, log, events = poll_once(cluster_id)
-        walls.append(wall)
-        listings.append(listing)
+    runs = [poll_once(cluster_id) for cluster_id in cluster_ids]
+    last = runs[-1]
     return Figures(
-        label, walls, listings, result.nodes, result.pages, log.count, log.seconds, events
+        label,
+        walls=[run.wall for run in runs],
+        listings=[run.listing for run in runs],
+        collections=[run.collections for run in runs],
+        nodes=last.result.nodes,
+        pages=last.result.pages,
+        queries=last.queries.count,
+        db_seconds=last.queries.seconds,
+        events=last.events,
     )
 
 
