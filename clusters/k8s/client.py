@@ -109,16 +109,19 @@ def invoke(call: Callable[[], T]) -> T:
 
 def read_json(response: Any) -> dict[str, Any]:
     """Decode the body of a raw (`_preload_content=False`) response."""
+    return decode_json(response.data, status=response.status)
+
+
+def decode_json(body: bytes, *, status: int) -> dict[str, Any]:
+    """Decode a response body that must be a JSON object (`status` names the response)."""
     try:
-        document = json.loads(response.data)
+        document = json.loads(body)
     except ValueError as exc:
         raise KubeError(
-            f"response is not JSON: {exc}", status=response.status, reason="BadResponse"
+            f"response is not JSON: {exc}", status=status, reason="BadResponse"
         ) from exc
     if not isinstance(document, dict):
-        raise KubeError(
-            "response is not a JSON object", status=response.status, reason="BadResponse"
-        )
+        raise KubeError("response is not a JSON object", status=status, reason="BadResponse")
     return document
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import re
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from functools import partial
@@ -15,8 +17,8 @@ from clusters.k8s.client import (
     DEFAULT_TIMEOUT,
     Credentials,
     api_client_for,
+    decode_json,
     invoke,
-    read_json,
     request_timeout,
 )
 from clusters.k8s.retry import DEFAULT_BASE_DELAY, DEFAULT_READ_ATTEMPTS, call_with_retries
@@ -128,18 +130,67 @@ def _is_ready(conditions: Iterable[dict[str, Any]]) -> bool:
 
 def _fetch_node_page(
     *, credentials: Credentials, page_size: int, continue_token: str | None, timeout: float
-) -> dict[str, Any]:
+) -> tuple[int, bytes]:
+    """One page's HTTP status and body, read in full (so a body cut short is retried too)."""
     api = k8s.CoreV1Api(api_client_for(credentials))
-    return invoke(
-        lambda: read_json(
-            api.list_node(
-                limit=page_size,
-                _continue=continue_token,
-                _preload_content=False,
-                _request_timeout=request_timeout(timeout),
-            )
+
+    def call() -> tuple[int, bytes]:
+        response: Any = api.list_node(  # the raw urllib3 response (`_preload_content=False`)
+            limit=page_size,
+            _continue=continue_token,
+            _preload_content=False,
+            _request_timeout=request_timeout(timeout),
         )
+        return response.status, response.data
+
+    return invoke(call)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Keep the cyclic garbage collector from running while a page is decoded and reduced.
+
+    A 500-node page decodes into thousands of dicts and lists, which reference counting
+    frees as soon as the page is reduced to `NodeInfo`s. Left running, the collector
+    would scan several times per page and move the half-built page into older
+    generations; in a Django process that ends in a full collection of the whole heap
+    (~150 ms) on almost every 10,000-node listing. The page holds no reference cycles,
+    so pausing leaves the collector nothing to catch up on. The pause only ever
+    re-enables a collector it found enabled.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _read_page(
+    *,
+    credentials: Credentials,
+    page_size: int,
+    continue_token: str | None,
+    timeout: float,
+    attempts: int,
+    base_delay: float,
+) -> tuple[list[NodeInfo], str | None]:
+    """One page of nodes (retried on transient errors) and the next continue token."""
+    fetch = partial(
+        _fetch_node_page,
+        credentials=credentials,
+        page_size=page_size,
+        continue_token=continue_token,
+        timeout=timeout,
     )
+    status, body = call_with_retries(fetch, attempts=attempts, base_delay=base_delay)
+    with _collector_paused():
+        page = decode_json(body, status=status)
+        nodes = [node_info_from_object(item) for item in page.get("items") or []]
+        next_token = (page.get("metadata") or {}).get("continue") or None
+        del page
+    return nodes, next_token
 
 
 def iter_node_pages(
@@ -158,18 +209,14 @@ def iter_node_pages(
     """
     continue_token: str | None = None
     while True:
-        page = call_with_retries(
-            partial(
-                _fetch_node_page,
-                credentials=credentials,
-                page_size=page_size,
-                continue_token=continue_token,
-                timeout=timeout,
-            ),
+        nodes, continue_token = _read_page(
+            credentials=credentials,
+            page_size=page_size,
+            continue_token=continue_token,
+            timeout=timeout,
             attempts=attempts,
             base_delay=base_delay,
         )
-        yield [node_info_from_object(item) for item in page.get("items") or []]
-        continue_token = (page.get("metadata") or {}).get("continue") or None
+        yield nodes
         if continue_token is None:
             return

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import base64
+import gc
 import random
 import socket
 import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +117,50 @@ def test_node_info_turns_every_label_into_text() -> None:
     assert (info.labels, info.allocatable) == ({"rlinf.io/rack": "7", "zone": "z1"},
                                                 {"nvidia.com/gpu": "8"})
     assert (info.ready, info.resource_version) == (False, "")
+
+
+class _NotJsonHandler(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = b"this is not JSON"
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_a_node_page_that_is_not_json_raises_and_leaves_the_collector_running() -> None:
+    server = HTTPServer(("127.0.0.1", 0), _NotJsonHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    credentials = k8s.Credentials(api_url=f"http://127.0.0.1:{server.server_port}")
+    try:
+        with pytest.raises(k8s.KubeError) as caught:
+            next(k8s.iter_node_pages(credentials=credentials, attempts=1))
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    assert (caught.value.status, caught.value.reason) == (200, "BadResponse")
+    assert gc.isenabled()
+
+
+def test_listing_nodes_leaves_a_paused_collector_paused(gpu_a: k8s.Credentials) -> None:
+    gc.disable()
+    try:
+        nodes = _listed(gpu_a, page_size=5)
+        still_paused = not gc.isenabled()
+    finally:
+        gc.enable()
+
+    assert still_paused
+    assert len(nodes) == 17
+
+
+def _listed(credentials: k8s.Credentials, **options: Any) -> list[k8s.NodeInfo]:
+    return [n for page in k8s.iter_node_pages(credentials=credentials, **options) for n in page]
 
 
 def test_each_cluster_serves_only_its_own_nodes(sim: InProcessSimulator) -> None:
