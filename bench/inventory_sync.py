@@ -298,9 +298,9 @@ def main() -> None:
     django.setup()
     with scratch_database():
         figures = run(arguments)
-    simulator_where = "in-process" if arguments.in_process else "child process"
+    simulator_where = "this process" if arguments.in_process else "a child process"
     print(f"inventory sync: 1 cluster, {arguments.nodes} nodes, page size "
-          f"{arguments.page_size}, simulator in a {simulator_where}, {os.cpu_count()} CPUs, "
+          f"{arguments.page_size}, simulator in {simulator_where}, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f}")
     for figure in figures:
         print("\n".join(figure.lines()))
