@@ -33,9 +33,9 @@ _count = lru_cache(maxsize=4096)(parse_count)
 SeenVersions = Mapping[str, tuple[int, str, bool]]
 """Every stored row of a cluster by node name: `(id, resource_version, gone)`.
 
-Plain tuples, not named ones: a cluster has thousands of rows, and plain tuples of
-atoms are dropped from the garbage collector's lists, so holding them costs no
-collection work.
+Plain tuples, not named ones: a cluster has thousands of rows, and the garbage
+collector stops tracking a plain tuple of atoms the first time it sees one, so holding
+them adds no collection work.
 """
 
 
