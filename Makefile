@@ -30,7 +30,7 @@ bench: $(STAMP)
 	$(VENV)/bin/python -m rlark_site.devservices bench $(BENCH)
 
 messages: $(STAMP)
-	$(VENV)/bin/python manage.py makemessages -l zh_Hans --ignore '.venv/*' --ignore '.rlark/*'
+	$(VENV)/bin/python manage.py makemessages -l zh_Hans --ignore '.venv/*' --ignore '.rlark/*' --ignore 'tests/*' --ignore 'bench/*' --no-obsolete
 	$(VENV)/bin/python manage.py compilemessages --ignore '.venv/*' --ignore '.rlark/*'
 
 clean: stop

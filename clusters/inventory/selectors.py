@@ -66,7 +66,7 @@ def cluster_get(*, user: AnyUser, name: str) -> Cluster:
     """One cluster by name (with its node counts), or NotFoundError."""
     cluster = cluster_list(user=user).filter(name=name).first()
     if cluster is None:
-        raise NotFoundError(f"No cluster named {name!r}.")
+        raise NotFoundError(_("No cluster named %(name)s.") % {"name": name})
     return cluster
 
 
@@ -90,7 +90,7 @@ def node_list(
     nodes = Node.objects.select_related("cluster").order_by("cluster__name", "name")
     if cluster:
         if not Cluster.objects.filter(name=cluster).exists():
-            raise ApplicationError(f"No cluster named {cluster!r}.")
+            raise ApplicationError(_("No cluster named %(name)s.") % {"name": cluster})
         nodes = nodes.filter(cluster__name=cluster)
     if selector:
         nodes = nodes.filter(labels__contains=dict(selector))

@@ -15,6 +15,7 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext as _
 
+from clusters.models import VerificationState
 from jobs.render import role_match
 from jobs.spec import CheckContext, JobSpec, RoleSpec
 from jobs.wizard.fields import FindingView
@@ -130,7 +131,7 @@ def _task_review(index: int, task: Mapping[str, Any], role: RoleSpec, ctx: Check
         index=index, role=role.name, task_name=str(task.get("name", "")),
         head=task.get("head") is True, replicas=int(task.get("replicas") or 0),
         node_selector=[f"{k}={v}" for k, v in _dict(pod.get("nodeSelector")).items()],
-        verification_state=view.state if view else "",
+        verification_state=_state_label(view.state) if view else "",
         verified_nodes=len(view.node_signature) if view else None,
         verification_current=view is not None
         and sorted(view.node_signature) == sorted(match.signature()),
@@ -229,3 +230,9 @@ def highlight_yaml(text: str) -> SafeString:
             continue
         out.append(escape(line))
     return mark_safe("\n".join(out))  # noqa: S308 - every piece above is escaped
+
+
+def _state_label(state: str) -> str:
+    """A verification state as people read it, in the page's language."""
+    return str(VerificationState(state).label) if state in VerificationState.values else state
+

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from django.db.models import Model, QuerySet
+from django.utils.translation import gettext as _
 
 from rlark_site.exceptions import NotFoundError
 from rlark_site.tenancy.models import MemberRole, Membership, Team
@@ -36,7 +37,7 @@ def visible_teams(user: AnyUser) -> QuerySet[Team]:
 def access_team(user: AnyUser, slug: str) -> Team:
     team = visible_teams(user).filter(slug=slug).first()
     if team is None:
-        raise NotFoundError("Team not found.")
+        raise NotFoundError(_("Team not found."))
     return team
 
 
@@ -70,7 +71,10 @@ def access_team_object(queryset: QuerySet[M], user: AnyUser, *, team_field: str 
         queryset, user, team_field=team_field, admins_see_all=admins_see_all
     ).filter(**lookup).first()
     if obj is None:
-        raise NotFoundError(f"{str(queryset.model._meta.verbose_name).capitalize()} not found.")
+        raise NotFoundError(
+            _("%(what)s not found.")
+            % {"what": str(queryset.model._meta.verbose_name).capitalize()}
+        )
     return obj
 
 

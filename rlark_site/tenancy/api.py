@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.contrib.auth import authenticate
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.authtoken.models import Token
@@ -42,8 +43,8 @@ class TokenView(APIView):
             password=data.validated_data["password"],
         )
         if user is None:
-            raise ApplicationError("Wrong username or password.", status_code=400)
-        token, _ = Token.objects.get_or_create(user=user)
+            raise ApplicationError(_("Wrong username or password."), status_code=400)
+        token, _created = Token.objects.get_or_create(user=user)
         return Response({"token": token.key})
 
 
@@ -62,7 +63,7 @@ class TeamsView(APIView):
     @extend_schema(request=TeamSerializer, responses=TeamSerializer)
     def post(self, request: Request) -> Response:
         if not is_platform_admin(request.user):
-            raise ApplicationError("Only platform admins create teams.", status_code=403)
+            raise ApplicationError(_("Only platform admins create teams."), status_code=403)
         data = TeamSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         team = team_create(slug=data.validated_data["slug"], name=data.validated_data["name"])
@@ -99,7 +100,7 @@ class TeamMembersView(APIView):
         team = access_team(request.user, slug)
         if not can_manage_members(request.user, team):
             raise ApplicationError(
-                "Only team maintainers and platform admins add members.", status_code=403
+                _("Only team maintainers and platform admins add members."), status_code=403
             )
         data = MemberSerializer(data=request.data)
         data.is_valid(raise_exception=True)

@@ -94,3 +94,10 @@ def test_deeply_nested_json_is_a_400_not_a_500(api_client_for, admin_user) -> No
         "POST", "/api/v1/teams/", body, content_type="application/json")
     assert response.status_code == 400
     assert "nested too deeply" in response.json()["detail"]
+
+
+def test_api_errors_speak_the_clients_language(api_client_for, owner, other_team) -> None:
+    response = api_client_for(owner).get(
+        "/api/v1/teams/nlp-rl/members/", HTTP_ACCEPT_LANGUAGE="zh-hans")
+    assert response.status_code == 404
+    assert response.json()["detail"] == "团队不存在。"
