@@ -234,7 +234,7 @@ def measure(label: str, cluster_ids: list[int]) -> Figures:
         walls=[run.wall for run in runs],
         listings=[run.listing for run in runs],
         collections=[run.collections for run in runs],
-        nodes=last.result.nodes,
+        nodes=last.result.stats.nodes,
         pages=last.result.pages,
         queries=last.queries.count,
         db_seconds=last.queries.seconds,

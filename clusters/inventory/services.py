@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 
@@ -277,30 +277,26 @@ class PollResult:
     error: str = ""
     generation: int = 0
     pages: int = 0
-    nodes: int = 0
-    created: int = 0
-    updated: int = 0
-    unchanged: int = 0
-    gone: int = 0
-    returned: int = 0
-    labels_changed: int = 0
-    storage_classes_changed: bool = False
-    jobs: int = 0
-    changed: bool = False
+    stats: SyncStats = field(default_factory=SyncStats)  # what the poll wrote (OK only)
 
     @property
     def ok(self) -> bool:
         return self.outcome == PollOutcome.OK
+
+    @property
+    def changed(self) -> bool:
+        return self.stats.changed
 
     def summary(self) -> str:
         """One line for logs and commands."""
         if self.outcome != PollOutcome.OK:
             detail = f" ({self.error})" if self.error else ""
             return f"{self.cluster}: {self.outcome.value}{detail}"
+        stats = self.stats
         return (
-            f"{self.cluster}: ok, {self.nodes} nodes in {self.pages} pages "
-            f"(new {self.created}, changed {self.updated}, unchanged {self.unchanged}, "
-            f"gone {self.gone}, back {self.returned}), generation {self.generation}"
+            f"{self.cluster}: ok, {stats.nodes} nodes in {self.pages} pages "
+            f"(new {stats.created}, changed {stats.updated}, unchanged {stats.unchanged}, "
+            f"gone {stats.gone}, back {stats.returned}), generation {self.generation}"
         )
 
 
@@ -407,16 +403,7 @@ def _ok_result(cluster: Cluster, snapshot: Snapshot, stats: SyncStats) -> PollRe
         outcome=PollOutcome.OK,
         generation=cluster.generation,
         pages=snapshot.pages,
-        nodes=stats.nodes,
-        created=stats.created,
-        updated=stats.updated,
-        unchanged=stats.unchanged,
-        gone=stats.gone,
-        returned=stats.returned,
-        labels_changed=stats.labels_changed,
-        storage_classes_changed=stats.storage_classes_changed,
-        jobs=stats.jobs,
-        changed=stats.changed,
+        stats=stats,
     )
 
 

@@ -91,7 +91,7 @@ def node_list_requests(sim: InProcessSimulator, cluster: str) -> list[dict[str, 
 def test_the_first_poll_stores_every_node_with_its_allocatable(sim: InProcessSimulator) -> None:
     cluster = register(sim, "small")
     result = poll_cluster(cluster_id=cluster.id)
-    assert (result.outcome, result.created, result.nodes) == (PollOutcome.OK, 3, 3)
+    assert (result.outcome, result.stats.created, result.stats.nodes) == (PollOutcome.OK, 3, 3)
     gpu = Node.objects.get(cluster=cluster, name="s-gpu-1")
     assert gpu.labels == {"pool": "gpu", "zone": "z1"}
     assert (gpu.gpu, gpu.devices, gpu.ready, gpu.gone) == (8, {"rlinf.io/rdma": 4}, True, False)
@@ -117,7 +117,7 @@ def test_a_successful_poll_records_the_outcome_and_bumps_the_generation(
 def test_nodes_are_listed_page_by_page(sim: InProcessSimulator) -> None:
     cluster = register(sim, "sim-00")
     result = poll_cluster(cluster_id=cluster.id)
-    assert (result.outcome, result.pages, result.created) == (PollOutcome.OK, 3, BIG_NODES)
+    assert (result.outcome, result.pages, result.stats.created) == (PollOutcome.OK, 3, BIG_NODES)
     assert Node.objects.filter(cluster=cluster).count() == BIG_NODES
     requests = node_list_requests(sim, "sim-00")
     assert [r["query"].get("limit") for r in requests] == ["500", "500", "500"]
@@ -162,7 +162,7 @@ def test_an_unchanged_re_poll_writes_no_node_row_and_no_audit_event(
     events_before = Events.objects.count()
     with CaptureQueriesContext(connection) as queries:
         result = poll_cluster(cluster_id=cluster.id)
-    assert (result.unchanged, result.created, result.updated, result.changed) == (
+    assert (result.stats.unchanged, result.stats.created, result.stats.updated, result.changed) == (
         BIG_NODES, 0, 0, False,
     )
     assert Events.objects.count() == events_before
@@ -209,7 +209,7 @@ def test_a_node_polled_at_its_stored_version_is_not_compared_again(
     poll_cluster(cluster_id=cluster.id)
     Node.objects.filter(cluster=cluster, name="s-gpu-1").update(labels={"edited": "in db"})
     result = poll_cluster(cluster_id=cluster.id)
-    assert (result.unchanged, result.updated) == (3, 0)
+    assert (result.stats.unchanged, result.stats.updated) == (3, 0)
     assert Node.objects.get(cluster=cluster, name="s-gpu-1").labels == {"edited": "in db"}
 
 
@@ -222,7 +222,7 @@ def test_a_new_version_with_the_same_values_only_moves_the_stored_version(
     bumped = sim.patch_node("small", "s-gpu-1", labels={"zone": "z1"})
     with CaptureQueriesContext(connection) as queries:
         result = poll_cluster(cluster_id=cluster.id)
-    assert (result.unchanged, result.updated, result.generation, result.changed) == (
+    assert (result.stats.unchanged, result.stats.updated, result.generation, result.changed) == (
         3, 0, 1, False,
     )
     assert Events.objects.count() == events_before
@@ -242,7 +242,7 @@ def test_a_label_change_makes_one_audit_event_and_a_new_generation(
     events_before = Events.objects.count()
     sim.patch_node("small", "s-gpu-1", labels={"zone": "z2"})
     result = poll_cluster(cluster_id=cluster.id)
-    assert (result.updated, result.labels_changed, result.generation) == (1, 1, 2)
+    assert (result.stats.updated, result.stats.labels_changed, result.generation) == (1, 1, 2)
     gpu = Node.objects.get(cluster=cluster, name="s-gpu-1")
     assert gpu.labels == {"pool": "gpu", "zone": "z2"}
     assert Events.objects.count() == events_before + 1
@@ -256,7 +256,7 @@ def test_a_readiness_change_is_written_without_a_new_generation(
     poll_cluster(cluster_id=cluster.id)
     sim.patch_node("small", "s-down-1", ready=True)
     result = poll_cluster(cluster_id=cluster.id)
-    assert (result.updated, result.labels_changed, result.generation) == (1, 0, 1)
+    assert (result.stats.updated, result.stats.labels_changed, result.generation) == (1, 0, 1)
     assert Node.objects.get(cluster=cluster, name="s-down-1").ready is True
 
 
@@ -277,11 +277,11 @@ def test_a_vanished_node_is_marked_gone_and_comes_back_when_it_returns(
     sim.remove_node("small", "s-cpu-1")
     gone = poll_cluster(cluster_id=cluster.id)
     node = Node.objects.get(cluster=cluster, name="s-cpu-1")
-    assert (gone.gone, gone.generation, node.gone) == (1, 2, True)
+    assert (gone.stats.gone, gone.generation, node.gone) == (1, 2, True)
     sim.add_node("small", "s-cpu-1", labels={"pool": "cpu"}, allocatable={"rlinf.io/lic": 2})
     back = poll_cluster(cluster_id=cluster.id)
     node.refresh_from_db()
-    assert (back.returned, back.generation, node.gone) == (1, 3, False)
+    assert (back.stats.returned, back.generation, node.gone) == (1, 3, False)
 
 
 def test_a_change_is_announced_after_commit(
