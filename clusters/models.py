@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pgtrigger
 from django.conf import settings
 from django.contrib.postgres.indexes import GinIndex
 from django.core.validators import RegexValidator
 from django.db import models
+from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
 from clusters.validators import validate_api_url
@@ -62,6 +64,39 @@ class Cluster(models.Model):
         return self.name
 
 
+# The label pairs of one transition table's present rows, each counted with a sign.
+_LABEL_PAIRS_SQL = """
+SELECT r.cluster_id, kv.key, kv.value, {sign} AS d FROM {table} r
+CROSS JOIN LATERAL jsonb_each_text(
+    CASE WHEN jsonb_typeof(r.labels) = 'object' THEN r.labels ELSE '{{}}'::jsonb END
+) AS kv(key, value)
+WHERE NOT r.gone{only}"""
+_RELABELLED_SQL = """ AND r.id IN (
+    SELECT o.id FROM old_rows o JOIN new_rows n ON n.id = o.id
+    WHERE (o.labels, o.gone, o.cluster_id) IS DISTINCT FROM (n.labels, n.gone, n.cluster_id))"""
+_LABEL_COUNT_SQL = """
+INSERT INTO "clusters_clusterlabel" AS l ("cluster_id", "key", "value", "nodes")
+SELECT cluster_id, key, value, sum(d) FROM ({pairs}) AS pairs
+GROUP BY cluster_id, key, value HAVING sum(d) <> 0
+ON CONFLICT ("key", "value", "cluster_id") DO UPDATE SET "nodes" = l."nodes" + EXCLUDED."nodes";
+DELETE FROM "clusters_clusterlabel" WHERE "nodes" <= 0;
+RETURN NULL;"""
+
+
+def _label_count_sql(*sources: tuple[str, int], only_relabelled: bool = False) -> str:
+    """Trigger body keeping `ClusterLabel` equal to the label pairs of the present nodes.
+
+    Each source is a transition table and the sign its rows count with; rows whose pairs
+    cancel out leave no trace. For updates, only rows whose labels, gone flag or cluster
+    changed are expanded, so the poll's bookkeeping updates cost a join and nothing more.
+    """
+    only = _RELABELLED_SQL if only_relabelled else ""
+    pairs = " UNION ALL ".join(
+        _LABEL_PAIRS_SQL.format(sign=sign, table=table, only=only) for table, sign in sources
+    )
+    return _LABEL_COUNT_SQL.format(pairs=pairs)
+
+
 @audited(exclude=["last_seen", "resource_version"])
 class Node(models.Model):
     """One node of one cluster, as last polled. Vanished nodes are marked gone, not deleted."""
@@ -89,9 +124,57 @@ class Node(models.Model):
             GinIndex(fields=["labels"], name="node_labels_gin", opclasses=["jsonb_path_ops"]),
             models.Index(fields=["gone", "cluster"], name="node_gone_cluster"),
         ]
+        triggers = [
+            pgtrigger.Trigger(
+                name="label_count_insert", level=pgtrigger.Statement, when=pgtrigger.After,
+                operation=pgtrigger.Insert, referencing=pgtrigger.Referencing(new="new_rows"),
+                func=_label_count_sql(("new_rows", 1)),
+            ),
+            pgtrigger.Trigger(
+                name="label_count_update", level=pgtrigger.Statement, when=pgtrigger.After,
+                operation=pgtrigger.Update,
+                referencing=pgtrigger.Referencing(old="old_rows", new="new_rows"),
+                func=_label_count_sql(("new_rows", 1), ("old_rows", -1), only_relabelled=True),
+            ),
+            pgtrigger.Trigger(
+                name="label_count_delete", level=pgtrigger.Statement, when=pgtrigger.After,
+                operation=pgtrigger.Delete, referencing=pgtrigger.Referencing(old="old_rows"),
+                func=_label_count_sql(("old_rows", -1)),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.cluster_id}/{self.name}"
+
+
+class ClusterLabel(models.Model):
+    """One `key=value` label pair carried by present nodes of a cluster, and by how many.
+
+    Derived from `Node` by the statement triggers above, in the same transaction as the node
+    write, whoever writes (the poll, a fixture, raw SQL): it is never written by hand. It
+    answers "which clusters does this single condition reach" (`clusters.matching`) and "which
+    pairs does this cluster offer" (the wizard) without expanding every node's labels. Not
+    audited: it only restates `Node.labels`, whose every change is.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="label_pairs")
+    key = models.TextField()
+    value = models.TextField()
+    nodes = models.IntegerField()  # present (not gone) nodes of the cluster carrying the pair
+
+    class Meta:
+        ordering = ["cluster", "key", "value"]
+        constraints = [
+            models.UniqueConstraint(fields=["key", "value", "cluster"], name="unique_cluster_label")
+        ]
+        indexes = [
+            # Empty but for the moment inside a trigger between a count reaching 0 and its
+            # row's removal: lets that removal find the row without scanning the table.
+            models.Index(fields=["id"], condition=Q(nodes__lte=0), name="cluster_label_unused"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id}: {self.key}={self.value} ({self.nodes})"
 
 
 @audited()
