@@ -1,14 +1,16 @@
 """Selector matching against the global inventory (every cluster; gone nodes excluded).
 
 Label containment (`labels @> {...}`) is answered by the GIN (jsonb_path_ops) index on
-`Node.labels`. Results are the `clusters.types` value objects the findings engine consumes;
-`describe_match` turns one into the body of `POST /api/v1/selector-matches/`, and
-`parse_selector_input` turns user input into a selector or the findings saying why not.
+`Node.labels`; which clusters each single condition reaches is read from `ClusterLabel`, the
+per-cluster count of every label pair that triggers on `Node` keep current. Results are the
+`clusters.types` value objects the findings engine consumes; `describe_match` turns one into
+the body of `POST /api/v1/selector-matches/`, and `parse_selector_input` turns user input into
+a selector or the findings saying why not.
 
-Cost: one query for the matched nodes; for selectors of two or more conditions, one more to
-learn which clusters each single condition reaches (see `SAMPLE_LIMIT`). A one-condition
-selector needs none: its only condition reaches the clusters of its matches.
-`bench/selector_match.py` measures all of it against a plain in-memory scan.
+Cost: one query for the matched nodes. For two or more conditions, first one indexed lookup
+of the clusters each condition reaches; the nodes are then read only when some cluster
+carries every condition. (One condition reaches exactly the clusters of its matches.)
+`bench/selector_match.py` measures it against a plain in-memory scan.
 """
 
 from __future__ import annotations
@@ -35,35 +37,14 @@ WHERE NOT n.gone AND n.labels @> %s::jsonb
 ORDER BY c.name COLLATE "C", n.name COLLATE "C"
 """
 
-# Which clusters each single condition reaches, in one statement. Per condition, up to
-# SAMPLE_LIMIT + 1 matching rows come through the GIN index: when fewer come back, their
-# clusters are the exact answer (cluster, pool, rack, host labels: most conditions). Only for
-# a broad condition (zone, GPU model) is every other cluster asked with a one-row probe through
-# the btree index on cluster_id, which stops at the first hit instead of visiting every match.
-# The probe compares `labels ->> key` (equal to containment for Kubernetes' string labels) so
-# the planner keeps it on the btree rather than building the large GIN bitmap per cluster.
-SAMPLE_LIMIT = 2000
-
-_CONDITIONS_SQL = """
-SELECT cond.i, named.names
-FROM (VALUES {values}) AS cond(i, j, k, v)
-CROSS JOIN LATERAL (
-    SELECT count(*) AS hits, coalesce(array_agg(DISTINCT x.cluster_id), '{{}}') AS ids
-    FROM (SELECT n.cluster_id FROM clusters_node n
-          WHERE NOT n.gone AND n.labels @> cond.j LIMIT %s) x
-) sample
-CROSS JOIN LATERAL (
-    SELECT coalesce(array_agg(c.name), '{{}}') AS names FROM clusters_cluster c
-    WHERE c.id = ANY(sample.ids) OR (sample.hits > %s AND EXISTS (
-        SELECT 1 FROM clusters_node n
-        WHERE n.cluster_id = c.id AND NOT n.gone AND (n.labels ->> cond.k) = cond.v LIMIT 1))
-) named
+# The clusters whose present nodes carry each condition (one row per condition and cluster),
+# through the unique (key, value, cluster) index of `ClusterLabel`.
+_CONDITION_CLUSTERS_SQL = """
+SELECT l.key, l.value, c.name
+FROM unnest(%s::text[], %s::text[]) AS cond(k, v)
+JOIN clusters_clusterlabel l ON l.key = cond.k AND l.value = cond.v
+JOIN clusters_cluster c ON c.id = l.cluster_id
 """
-
-
-def _conditions_sql(count: int) -> str:
-    values = ", ".join(["(%s::int, %s::jsonb, %s::text, %s::text)"] * count)
-    return _CONDITIONS_SQL.format(values=values)
 
 
 class _DeviceParser:
@@ -99,30 +80,33 @@ def _fetch_nodes(condition_json: str) -> tuple[MatchedNode, ...]:
 def _fetch_condition_clusters(
     conditions: Sequence[tuple[str, str]],
 ) -> tuple[tuple[tuple[str, str], frozenset[str]], ...]:
-    params: list[int | str] = []
-    for i, (k, v) in enumerate(conditions):
-        params += [i, json.dumps({k: v}), k, v]
-    params += [SAMPLE_LIMIT + 1, SAMPLE_LIMIT]
+    reached: dict[tuple[str, str], set[str]] = {cond: set() for cond in conditions}
     with connection.cursor() as cursor:
-        cursor.execute(_conditions_sql(len(conditions)), params)
-        names = dict(cursor.fetchall())
-    return tuple((cond, frozenset(names[i])) for i, cond in enumerate(conditions))
+        cursor.execute(
+            _CONDITION_CLUSTERS_SQL, [[k for k, _ in conditions], [v for _, v in conditions]]
+        )
+        for key, value, cluster in cursor.fetchall():
+            reached[(key, value)].add(cluster)
+    return tuple((cond, frozenset(reached[cond])) for cond in conditions)
 
 
 def match_selector(selector: Mapping[str, str]) -> SelectorMatch:
     """Every non-gone node of every cluster whose labels contain all the conditions.
 
     An empty selector matches nothing here: RLark never places a role without a condition.
+    When no cluster carries every condition, nothing can match and no node is read.
     """
     if not selector:
         return SelectorMatch(nodes=())
     conditions = sorted(selector.items())
-    nodes = _fetch_nodes(json.dumps(dict(conditions)))
-    condition_clusters: tuple[tuple[tuple[str, str], frozenset[str]], ...]
-    if len(conditions) == 1:
-        condition_clusters = ((conditions[0], frozenset(n.cluster for n in nodes)),)
-    else:
-        condition_clusters = _fetch_condition_clusters(conditions)
+    if len(conditions) == 1:  # its only condition reaches exactly the clusters of its matches
+        nodes = _fetch_nodes(json.dumps(dict(conditions)))
+        return SelectorMatch(
+            nodes=nodes, condition_clusters=((conditions[0], frozenset(n.cluster for n in nodes)),)
+        )
+    condition_clusters = _fetch_condition_clusters(conditions)
+    candidates = frozenset.intersection(*(clusters for _, clusters in condition_clusters))
+    nodes = _fetch_nodes(json.dumps(dict(conditions))) if candidates else ()
     return SelectorMatch(nodes=nodes, condition_clusters=condition_clusters)
 
 

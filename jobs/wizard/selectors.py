@@ -1,7 +1,7 @@
 """Reads the wizard needs besides the draft itself: what a cluster offers, the team's records.
 
 Every function answers in a fixed number of queries, however many nodes or records exist:
-label pairs and device names are aggregated in PostgreSQL, not in Python.
+label pairs come counted from `ClusterLabel`, device names are aggregated in PostgreSQL.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from django.db import connection
 
-from clusters.models import Cluster, NetworkDomain, StorageClass
+from clusters.models import Cluster, ClusterLabel, NetworkDomain, StorageClass
 from jobs.models import DeploymentParameters, LaunchList, SSHKey
 from rlark_site.tenancy.models import Team
 
@@ -25,19 +25,6 @@ __all__ = [
     "network_domain_names",
     "team_records",
 ]
-
-# Distinct key=value pairs of a cluster's present nodes, with how many nodes carry each.
-_LABELS_SQL = """
-SELECT kv.key, kv.value, count(*)
-FROM clusters_node n
-JOIN clusters_cluster c ON c.id = n.cluster_id
-CROSS JOIN LATERAL jsonb_each_text(
-    CASE WHEN jsonb_typeof(n.labels) = 'object' THEN n.labels ELSE '{}'::jsonb END
-) AS kv(key, value)
-WHERE c.name = %s AND NOT n.gone
-GROUP BY kv.key, kv.value
-ORDER BY kv.key, kv.value
-"""
 
 _DEVICES_SQL = """
 SELECT DISTINCT d.key
@@ -87,10 +74,10 @@ def cluster_names() -> list[str]:
 
 def _labels(cluster: str) -> tuple[LabelKey, ...]:
     grouped: dict[str, list[LabelValue]] = {}
-    with connection.cursor() as cursor:
-        cursor.execute(_LABELS_SQL, [cluster])
-        for key, value, count in cursor.fetchall():
-            grouped.setdefault(str(key), []).append(LabelValue(str(value), int(count)))
+    # The distinct key=value pairs of the cluster's present nodes, with how many carry each.
+    pairs = ClusterLabel.objects.filter(cluster__name=cluster).order_by("key", "value")
+    for key, value, count in pairs.values_list("key", "value", "nodes"):
+        grouped.setdefault(key, []).append(LabelValue(value, count))
     return tuple(LabelKey(key, tuple(values)) for key, values in grouped.items())
 
 

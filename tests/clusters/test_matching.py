@@ -1,8 +1,9 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from clusters import matching
 from clusters.matching import (
     SelectorInputError,
     describe_match,
@@ -59,19 +60,56 @@ def test_empty_selector_matches_nothing_and_many_deduplicates() -> None:
     assert result[(("rlinf.io/pool", "env-c"),)].count == 10
 
 
-def test_broad_conditions_give_the_same_clusters_through_the_per_cluster_probe(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    selectors = [
+def _scanned(selector: dict[str, str]) -> tuple[list[tuple[str, str]], dict[str, set[str]]]:
+    """Matches and per-condition clusters by looking at every present node in Python."""
+    nodes = Node.objects.filter(gone=False).select_related("cluster")
+    matched = sorted(
+        (n.cluster.name, n.name) for n in nodes
+        if all(n.labels.get(k) == v for k, v in selector.items())
+    )
+    reached = {
+        f"{k}={v}": {n.cluster.name for n in nodes if n.labels.get(k) == v}
+        for k, v in selector.items()
+    }
+    return matched, reached
+
+
+@pytest.mark.parametrize(
+    "selector",
+    [
         {"rlinf.io/zone": "zone-1", "topology.rlinf.io/cluster": "gpu-a"},
         {"rlinf.io/gpu-model": "a100", "rlinf.io/zone": "zone-2"},
         {"rlinf.io/pool": "env-c", "rlinf.io/zone": "zone-3"},
-    ]
-    sampled = [match_selector(s) for s in selectors]
-    monkeypatch.setattr(matching, "SAMPLE_LIMIT", 2)
-    probed = [match_selector(s) for s in selectors]
-    assert probed == sampled
-    assert dict(probed[0].condition_clusters)[("rlinf.io/zone", "zone-1")] == {"gpu-a", "gpu-b"}
+        {"rlinf.io/pool": "env-c", "topology.rlinf.io/cluster": "gpu-a"},
+        {"rlinf.io/zone": "zone-1"},
+        {"rlinf.io/zone": "nowhere", "rlinf.io/gpu-model": "a100"},
+    ],
+)
+def test_matches_and_condition_clusters_agree_with_a_scan_of_every_node(
+    selector: dict[str, str],
+) -> None:
+    Node.objects.filter(name="a-head-01").update(gone=True)
+    match = match_selector(selector)
+    matched, reached = _scanned(selector)
+    assert [(n.cluster, n.name) for n in match.nodes] == matched
+    assert {f"{k}={v}": set(c) for (k, v), c in match.condition_clusters} == reached
+
+
+def test_when_no_cluster_carries_every_condition_no_node_is_read(
+    django_assert_num_queries: Any,
+) -> None:
+    with django_assert_num_queries(1):
+        match = match_selector({"rlinf.io/gpu-model": "a100", "rlinf.io/pool": "env-c"})
+    assert match.count == 0
+    assert dict(match.condition_clusters) == {
+        ("rlinf.io/gpu-model", "a100"): {"gpu-a", "gpu-b"},
+        ("rlinf.io/pool", "env-c"): {"cpu-c"},
+    }
+    with django_assert_num_queries(2):
+        match = match_selector({"rlinf.io/gpu-model": "a100", "rlinf.io/zone": "zone-1"})
+    assert match.count == 11
+    with django_assert_num_queries(1):  # one condition reaches the clusters of its matches
+        assert match_selector({"rlinf.io/gpu-model": "a100"}).count == 17
 
 
 def test_a_condition_reaching_only_gone_nodes_elsewhere_still_confines() -> None:
