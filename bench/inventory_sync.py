@@ -10,7 +10,7 @@ database (created and migrated for this run, dropped at the end) and times
 `clusters.inventory.services.poll_cluster` — the real gateway over HTTP — for:
 
 1. the first sync (every node new; each run polls a fresh cluster row),
-2. an unchanged re-poll (nothing but `last_seen` may be written),
+2. an unchanged re-poll (no node row may be written),
 3. a re-poll after `--changed` nodes got a new label through the control endpoint.
 
 For each it prints the median wall time of `--repeat` runs (and the best and the mean: a

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pgtrigger
 from django.conf import settings
 from django.contrib.postgres.indexes import GinIndex
@@ -113,6 +115,9 @@ class Node(models.Model):
     ready = models.BooleanField(default=True)
     gone = models.BooleanField(default=False)
     first_seen = models.DateTimeField(auto_now_add=True)
+    # Stored only when the node vanishes: the last successful poll that listed it. A present
+    # node was listed by its cluster's last successful poll (see `seen_at`), so polls do not
+    # rewrite every row to say so.
     last_seen = models.DateTimeField(null=True, blank=True)
     # The node's `metadata.resourceVersion` when the row was last compared with the cluster:
     # a poll skips nodes it sees at the same version (poll bookkeeping, not audited).
@@ -148,6 +153,11 @@ class Node(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster_id}/{self.name}"
+
+    @property
+    def seen_at(self) -> datetime | None:
+        """When a successful poll last listed this node (select `cluster` with the node)."""
+        return self.last_seen if self.gone else self.cluster.last_success_at
 
 
 class ClusterLabel(models.Model):

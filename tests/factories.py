@@ -47,7 +47,7 @@ def load_fleet_rows(fleet: Path | dict[str, Any] = DEMO_FLEET, *,
                 cluster=cluster, name=node["name"], namespace=spec["namespace"],
                 labels=node.get("labels", {}), gpu=_count(alloc.get("nvidia.com/gpu")),
                 devices={k: _count(v) for k, v in alloc.items() if k.startswith("rlinf.io/")},
-                ready=node.get("ready", True), last_seen=now,
+                ready=node.get("ready", True),
             ))
         Node.objects.bulk_create(nodes)
         clusters.append(cluster)

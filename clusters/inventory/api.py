@@ -109,6 +109,7 @@ class ClusterUpdateSerializer(serializers.Serializer):
 
 class NodeSerializer(serializers.ModelSerializer):
     cluster = serializers.CharField(source="cluster.name")
+    last_seen = serializers.DateTimeField(source="seen_at", allow_null=True)  # Node.seen_at
 
     class Meta:
         model = Node

@@ -410,10 +410,8 @@ def _ok_result(cluster: Cluster, snapshot: Snapshot, stats: SyncStats) -> PollRe
 @transaction.atomic
 def _record_success(cluster_id: int, lease: datetime, snapshot: Snapshot) -> PollResult:
     cluster = _locked_with_lease(cluster_id, lease)
+    stats = apply_snapshot(cluster=cluster, snapshot=snapshot, batch_size=conf.page_size())
     now = timezone.now()
-    stats = apply_snapshot(
-        cluster=cluster, snapshot=snapshot, now=now, batch_size=conf.page_size()
-    )
     cluster.generation += int(stats.node_set_or_labels_changed)
     cluster.state = ClusterState.OK
     cluster.last_polled_at = cluster.last_success_at = now

@@ -2,13 +2,14 @@
 
 Per poll: one SELECT of every stored row's name, id, resourceVersion and gone flag (no
 JSON), one SELECT of the full rows of the nodes polled at another version (only when
-there are such nodes, see `diff`), one UPDATE marking vanished nodes gone (only when some
-vanished; they are never deleted), and one UPDATE of `last_seen` for every unchanged
-node. Per batch of compared nodes (the poll's page size): at most one INSERT for new
-nodes, one UPDATE for changed ones and one UPDATE of the stored version of nodes whose
-values did not change. Unchanged rows only get `last_seen` (and maybe
-`resource_version`), which the Node audit trigger ignores, so an unchanged re-poll
-records no audit event. Runs inside the caller's transaction.
+there are such nodes, see `diff`), and one UPDATE marking vanished nodes gone (only when
+some vanished; they are never deleted). Per batch of compared nodes (the poll's page
+size): at most one INSERT for new nodes, one UPDATE for changed ones and one UPDATE of the
+stored version of nodes whose values did not change (which the Node audit trigger
+ignores). Unchanged nodes are not written at all: a present node was seen by its
+cluster's last successful poll, so only a vanishing node has its `last_seen` stored. An
+unchanged re-poll writes no node row and records no audit event. Runs inside the caller's
+transaction.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from itertools import islice
 
 from django.db import connection
@@ -45,7 +45,7 @@ _SEEN_SQL = "SELECT name, id, resource_version, gone FROM clusters_node WHERE cl
 _UPDATE_CHANGED_SQL = """
 UPDATE clusters_node AS n
 SET namespace = v.namespace, labels = v.labels, gpu = v.gpu, devices = v.devices,
-    ready = v.ready, gone = false, last_seen = %s, resource_version = v.resource_version
+    ready = v.ready, gone = false, last_seen = NULL, resource_version = v.resource_version
 FROM jsonb_to_recordset(%s::jsonb) AS v(
     id bigint, namespace text, labels jsonb, gpu integer, devices jsonb, ready boolean,
     resource_version text
@@ -134,11 +134,11 @@ def _stored_nodes(ids: list[int]) -> dict[str, StoredNode]:
     return {row[1]: StoredNode(*row) for row in rows.order_by().values_list(*_STORED_FIELDS)}
 
 
-def _apply_diff(cluster: Cluster, diff: PageDiff, now: datetime) -> None:
+def _apply_diff(cluster: Cluster, diff: PageDiff) -> None:
     if diff.created:
         Node.objects.bulk_create(
             [
-                Node(cluster=cluster, last_seen=now, resource_version=version, **v._asdict())
+                Node(cluster=cluster, resource_version=version, **v._asdict())
                 for v, version in diff.created
             ]
         )
@@ -149,33 +149,32 @@ def _apply_diff(cluster: Cluster, diff: PageDiff, now: datetime) -> None:
             for node_id, (v, version) in diff.changed
         ]
         with connection.cursor() as cursor:
-            cursor.execute(_UPDATE_CHANGED_SQL, [now, json.dumps(rows)])
+            cursor.execute(_UPDATE_CHANGED_SQL, [json.dumps(rows)])
     if diff.refreshed:
         versions = [{"id": node_id, "resource_version": v} for node_id, v in diff.refreshed]
         with connection.cursor() as cursor:
             cursor.execute(_UPDATE_VERSIONS_SQL, [json.dumps(versions)])
 
 
-def _mark_gone(seen: SeenVersions, polled: dict[str, NodeInfo]) -> int:
-    """Mark the stored nodes missing from this poll as gone; returns how many."""
+def _mark_gone(cluster: Cluster, seen: SeenVersions, polled: dict[str, NodeInfo]) -> int:
+    """Mark the stored nodes missing from this poll as gone; returns how many.
+
+    Each keeps as `last_seen` the cluster's last success before this poll: the last time a
+    poll listed it.
+    """
     vanished = [row[0] for name, row in seen.items() if not row[2] and name not in polled]
     if not vanished:
         return 0
-    return Node.objects.filter(id__in=vanished).update(gone=True)
+    return Node.objects.filter(id__in=vanished).update(
+        gone=True, last_seen=cluster.last_success_at
+    )
 
 
-def _stamp_seen(cluster: Cluster, now: datetime) -> None:
-    """One UPDATE of `last_seen` for the unchanged nodes (new and changed ones have it).
+def sync_nodes(*, cluster: Cluster, nodes: Sequence[NodeInfo], batch_size: int) -> SyncStats:
+    """Bring the cluster's node rows in line with `nodes`; the missing ones become gone.
 
-    Only `last_seen` changes, which the Node audit trigger ignores: no audit event.
+    Call before the cluster's `last_success_at` moves to this poll.
     """
-    Node.objects.filter(cluster=cluster, gone=False).exclude(last_seen=now).update(last_seen=now)
-
-
-def sync_nodes(
-    *, cluster: Cluster, nodes: Sequence[NodeInfo], now: datetime, batch_size: int
-) -> SyncStats:
-    """Bring the cluster's node rows in line with `nodes`; the missing ones become gone."""
     stats = SyncStats()
     seen = _seen_versions(cluster)
     polled = _unique_nodes(nodes)
@@ -187,7 +186,7 @@ def sync_nodes(
     ]
     for batch in _batches(compared, batch_size):
         diff = diff_page(batch, stored)
-        _apply_diff(cluster, diff, now)
+        _apply_diff(cluster, diff)
         stats.created += len(diff.created)
         stats.updated += len(diff.changed)
         stats.unchanged += len(diff.unchanged_ids)
@@ -195,8 +194,7 @@ def sync_nodes(
         stats.returned += diff.returned
     stats.unchanged += len(unchanged_ids)
     stats.nodes = len(polled)
-    stats.gone = _mark_gone(seen, polled)
-    _stamp_seen(cluster, now)
+    stats.gone = _mark_gone(cluster, seen, polled)
     return stats
 
 
@@ -238,10 +236,10 @@ def sync_jobs(*, cluster: Cluster, jobs: Sequence[RemoteJob]) -> int:
     return len(present)
 
 
-def apply_snapshot(*, cluster: Cluster, snapshot: Snapshot, now: datetime,
-                   batch_size: int) -> SyncStats:
-    """Write a whole snapshot (call inside a transaction holding the cluster's lease)."""
-    stats = sync_nodes(cluster=cluster, nodes=snapshot.nodes, now=now, batch_size=batch_size)
+def apply_snapshot(*, cluster: Cluster, snapshot: Snapshot, batch_size: int) -> SyncStats:
+    """Write a whole snapshot (call inside a transaction holding the cluster's lease, before
+    its `last_success_at` moves to this poll)."""
+    stats = sync_nodes(cluster=cluster, nodes=snapshot.nodes, batch_size=batch_size)
     stats.storage_classes_changed = sync_storage_classes(
         cluster=cluster, names=snapshot.storage_classes
     )

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
-from django.utils import timezone
 from playwright.sync_api import Page, expect
 
 from clusters.models import Cluster, NetworkDomain, Node, Verification
@@ -44,7 +43,7 @@ def _second_head_node() -> None:
         cluster=cluster, name="a-head-02", namespace=cluster.namespace, gpu=8,
         labels={"kubernetes.io/hostname": "a-head-02", "topology.rlinf.io/cluster": "gpu-a",
                 "rlinf.io/pool": "a100-head", "rlinf.io/zone": "zone-1"},
-        devices={"rlinf.io/rdma": 4}, last_seen=timezone.now(),
+        devices={"rlinf.io/rdma": 4},
     )
 
 

@@ -169,22 +169,31 @@ def test_an_unchanged_re_poll_writes_no_node_row_and_no_audit_event(
     node_writes = [
         q["sql"] for q in queries.captured_queries if NODE_WRITE.match(q["sql"].lstrip())
     ]
-    assert len(node_writes) == 1
-    assert node_writes[0].startswith('UPDATE "clusters_node" SET "last_seen" = ')
+    assert node_writes == []
 
 
-def test_an_unchanged_re_poll_still_refreshes_last_seen_and_keeps_the_generation(
-    sim: InProcessSimulator,
+def test_last_seen_moves_with_each_successful_poll_and_stays_put_once_a_node_vanished(
+    sim: InProcessSimulator, api_client_for: Any, member: Any,
 ) -> None:
     cluster = register(sim, "small")
     poll_cluster(cluster_id=cluster.id)
-    first_seen = dict(Node.objects.filter(cluster=cluster).values_list("name", "last_seen"))
+    first = Cluster.objects.get(id=cluster.id).last_success_at
     result = poll_cluster(cluster_id=cluster.id)
-    assert result.generation == 1
-    for node in Node.objects.filter(cluster=cluster):
-        before = first_seen[node.name]
-        assert node.last_seen is not None and before is not None
-        assert node.last_seen > before
+    second = Cluster.objects.get(id=cluster.id).last_success_at
+    assert result.generation == 1 and first is not None and second is not None
+    assert second > first
+    nodes = Node.objects.filter(cluster=cluster).select_related("cluster")
+    assert {n.seen_at for n in nodes} == {second}
+
+    sim.remove_node("small", "s-cpu-1")
+    poll_cluster(cluster_id=cluster.id)
+    third = Cluster.objects.get(id=cluster.id).last_success_at
+    listed = api_client_for(member).get(
+        "/api/v1/nodes/", {"cluster": "small", "include_gone": "true"}
+    ).json()["results"]
+    seen = {n["name"]: (n["gone"], n["last_seen"]) for n in listed}
+    assert seen["s-cpu-1"] == (True, second.isoformat().replace("+00:00", "Z"))
+    assert seen["s-gpu-1"] == (False, third.isoformat().replace("+00:00", "Z"))
 
 
 def test_each_node_row_keeps_the_resource_version_it_was_polled_at(
@@ -231,7 +240,8 @@ def test_a_new_version_with_the_same_values_only_moves_the_stored_version(
     node_writes = [
         q["sql"] for q in queries.captured_queries if NODE_WRITE.match(q["sql"].lstrip())
     ]
-    assert len(node_writes) == 2
+    assert len(node_writes) == 1
+    assert node_writes[0].lstrip().startswith("UPDATE clusters_node AS n\nSET resource_version")
 
 
 def test_a_label_change_makes_one_audit_event_and_a_new_generation(

@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 from django.test import Client
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.html import escape
 
 from clusters.models import Cluster, Node, Verification
@@ -63,7 +62,7 @@ def add_nodes(cluster: str, count: int) -> None:
         Node(cluster=row, name=f"bulk-{n:04d}", namespace=row.namespace, gpu=8,
              labels={"kubernetes.io/hostname": f"bulk-{n:04d}", "rlinf.io/pool": "bulk",
                      "topology.rlinf.io/cluster": cluster},
-             devices={"rlinf.io/rdma": 4}, last_seen=timezone.now())
+             devices={"rlinf.io/rdma": 4})
         for n in range(count)
     )
 
