@@ -2,12 +2,13 @@
 
 `DATABASE_URL` / `REDIS_URL` from the environment are used as they are. When one is
 missing, an embedded server is started under the state directory (`.rlark/` by
-default) and stopped again when the command ends; `stop` cleans up after a crash.
+default) and stopped again when the command ends. `stop` stops a `run` started from another
+terminal (as Ctrl-C would) and cleans up embedded servers a crash left behind.
 
     python -m rlark_site.devservices run      # the whole product on the demo fleet
     python -m rlark_site.devservices test     # lint, import contracts, types, pytest
     python -m rlark_site.devservices bench    # the benchmarks under bench/, printing figures
-    python -m rlark_site.devservices stop     # stop embedded servers left behind
+    python -m rlark_site.devservices stop     # stop a running `run`, and servers left behind
 """
 
 from __future__ import annotations
@@ -167,8 +168,41 @@ def services() -> Iterator[dict[str, str]]:
         embedded.close()
 
 
+RUN_PIDFILE = STATE_DIR / "run.pid"
+
+
+def _is_product_run(pid: int) -> bool:
+    """Whether `pid` is a live `devservices run` (not another process that got its number)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return _pid_alive(pid)  # no /proc: trust the pid file
+    return b"rlark_site.devservices" in argv and b"run" in argv
+
+
+def _running_product() -> int | None:
+    """The pid of a live `devservices run` other than this process, from its pid file."""
+    try:
+        pid = int(RUN_PIDFILE.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return pid if pid != os.getpid() and _is_product_run(pid) else None
+
+
+def stop_product() -> bool:
+    """SIGTERM the running `devservices run`, which stops everything it started; whether one
+    was running. A stale pid file is removed."""
+    pid = _running_product()
+    if pid is not None:
+        _log(f"stopping RLark (pid {pid}) and everything it started")
+        _stop_pid(pid, grace=30.0)
+    RUN_PIDFILE.unlink(missing_ok=True)
+    return pid is not None
+
+
 def stop_leftovers() -> None:
-    """Stop embedded servers that a killed RLark process left running."""
+    """Stop a running product, then embedded servers that a killed RLark process left."""
+    stop_product()
     state = EmbeddedServices(STATE_DIR)
     redis_state = state._read_redis_state()
     if redis_state and _pid_alive(redis_state["pid"]):
@@ -203,6 +237,18 @@ def _wait_for_port(port: int, *, what: str, timeout: float = 30.0) -> None:
 
 def run_product() -> int:
     """Everything on the demo fleet: simulator, web, Celery worker and beat."""
+    running = _running_product()
+    if running is not None:
+        raise SystemExit(f"RLark is already running (pid {running}); `make stop` stops it")
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    RUN_PIDFILE.write_text(f"{os.getpid()}\n")
+    try:
+        return _run_product()
+    finally:
+        RUN_PIDFILE.unlink(missing_ok=True)
+
+
+def _run_product() -> int:
     with services() as env:
         env.setdefault("DEBUG", "1")
         env.setdefault("RLARK_INVENTORY_POLL_INTERVAL", "30")
@@ -317,7 +363,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("run", help="start the whole product on the demo fleet")
     test = sub.add_parser("test", help="run lint, type checks and the whole test suite")
     test.add_argument("pytest_args", nargs=argparse.REMAINDER)
-    sub.add_parser("stop", help="stop embedded PostgreSQL/Redis left behind by a crash")
+    sub.add_parser(
+        "stop", help="stop a running `run`, then embedded PostgreSQL/Redis left behind by a crash"
+    )
     bench = sub.add_parser("bench", help="run the benchmarks under bench/ and print their figures")
     bench.add_argument("names", nargs="*", help="benchmark names (default: all)")
     args = parser.parse_args(argv)
