@@ -261,7 +261,8 @@ def _run_product() -> int:
         try:
             procs.append(("simulator", subprocess.Popen(
                 [PYTHON, "-m", "clusters.simulator", "--fleet", str(DEMO_FLEET),
-                 "--host", "127.0.0.1", "--port", str(sim_port), "--tick", "2"],
+                 "--host", "127.0.0.1", "--port", str(sim_port), "--tick", "2",
+                 "--state", str(STATE_DIR / "simulator-jobs.json")],
                 env=env, cwd=BASE_DIR, start_new_session=True)))
             _wait_for_port(sim_port, what="the fleet simulator")
             _manage(env, "seed_demo", "--fleet", str(DEMO_FLEET), "--simulator-url", sim_url)

@@ -1,4 +1,9 @@
-"""`python -m clusters.simulator --fleet FILE [--host H] [--port P] [--tick SECONDS]`."""
+"""`python -m clusters.simulator --fleet FILE [--host H] [--port P] [--tick SECONDS]
+[--state FILE]`.
+
+With `--state`, the Jobs are read from FILE at start and written back (within a second of
+any change, and at shutdown), so a restarted simulator still has the Jobs it was given.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import threading
 from pathlib import Path
 from types import FrameType
 
+from clusters.simulator.core import StateFileError
 from clusters.simulator.fleet import FleetError, load_fleet
 from clusters.simulator.schema import DEFAULT_CRD_PATH, REPOSITORY_ROOT
 from clusters.simulator.server import DEFAULT_HOST, READY_PREFIX, start_simulator
@@ -36,6 +42,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--crd", type=Path, default=DEFAULT_CRD_PATH, help="Job CRD to validate")
     parser.add_argument("--verbose", action="store_true", help="log every request to stderr")
+    parser.add_argument(
+        "--state", type=Path, help="keep the Jobs in this JSON file across restarts"
+    )
     return parser.parse_args(argv)
 
 
@@ -54,10 +63,15 @@ def main(argv: list[str] | None = None) -> int:
             tick_interval=arguments.tick or None,
             crd_path=arguments.crd,
             verbose=arguments.verbose,
+            state=arguments.state,
         )
+    except StateFileError as error:
+        print(f"cannot read the state file: {error}", file=sys.stderr)
+        return 2
     except (OSError, OverflowError) as error:
         print(f"cannot listen on {arguments.host}:{arguments.port}: {error}", file=sys.stderr)
         return 1
+    simulator = running.simulator
     stop = threading.Event()
 
     def request_stop(signum: int, frame: FrameType | None) -> None:
@@ -75,10 +89,18 @@ def main(argv: list[str] | None = None) -> int:
             f"  {cluster.name}: {running.base_url}/{cluster.name} "
             f"(namespace {cluster.namespace}, {auth})"
         )
+    if arguments.state is not None:
+        jobs = sum(len(c.job_items(None)) for c in simulator.clusters.values())
+        print(f"  Jobs kept in {arguments.state} ({jobs} restored)")
     sys.stdout.flush()
+    saved = simulator.version()
     while not stop.wait(1.0):
-        pass
+        if arguments.state is not None and simulator.version() != saved:
+            saved = simulator.version()
+            simulator.save_jobs(arguments.state)
     running.stop()
+    if arguments.state is not None:
+        simulator.save_jobs(arguments.state)
     print("fleet simulator stopped", flush=True)
     return 0
 

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 from pathlib import Path
+from typing import Any
 
 from clusters.simulator.controller import reconcile_cluster
 from clusters.simulator.fleet import Fleet
 from clusters.simulator.schema import JobSchema
 from clusters.simulator.state import ClusterState
+
+
+class StateFileError(ValueError):
+    """A `--state` file that cannot be read back."""
 
 
 class Simulator:
@@ -41,3 +48,34 @@ class Simulator:
         """Every cluster back to its fleet-file nodes and faults, with no Jobs and empty logs."""
         for cluster in self.clusters.values():
             cluster.reset()
+
+    def version(self) -> tuple[int, ...]:
+        """Changes whenever anything in any cluster changed."""
+        return tuple(cluster.version() for cluster in self.clusters.values())
+
+    def save_jobs(self, path: Path) -> None:
+        """Write every cluster's Jobs to `path` (atomically: a temporary file, then a rename)."""
+        saved: dict[str, Any] = {
+            name: cluster.export_jobs() for name, cluster in self.clusters.items()
+        }
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        temporary.write_text(json.dumps({"clusters": saved}))
+        temporary.replace(path)
+
+    def load_jobs(self, path: Path) -> int:
+        """Bring back the Jobs `save_jobs` wrote (clusters no longer in the fleet are skipped);
+        how many came back. A missing file is an empty state."""
+        try:
+            saved = json.loads(path.read_text())
+        except FileNotFoundError:
+            return 0
+        except (OSError, ValueError) as error:
+            raise StateFileError(f"{path}: {error}") from error
+        clusters = saved.get("clusters") if isinstance(saved, dict) else None
+        if not isinstance(clusters, dict):
+            raise StateFileError(f"{path} is not a simulator state file")
+        return sum(
+            self.clusters[name].import_jobs(jobs)
+            for name, jobs in clusters.items()
+            if name in self.clusters and isinstance(jobs, dict)
+        )

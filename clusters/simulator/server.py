@@ -248,8 +248,15 @@ def start_simulator(
     tick_interval: float | None = None,
     crd_path: Path | None = None,
     verbose: bool = False,
+    state: Path | None = None,
 ) -> RunningSimulator:
-    """Bind the server (port 0 picks a free port) and start serving in background threads."""
+    """Bind the server (port 0 picks a free port) and start serving in background threads.
+
+    With `state`, the Jobs saved there (`Simulator.save_jobs`) are back before the first
+    request; an unreadable file raises `StateFileError` before anything listens.
+    """
     simulator = Simulator(fleet, crd_path=crd_path)
+    if state is not None:
+        simulator.load_jobs(state)
     server = SimulatorHTTPServer((host, port), simulator, verbose=verbose)
     return RunningSimulator(server, tick_interval).start()

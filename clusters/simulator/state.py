@@ -22,7 +22,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -253,6 +253,37 @@ class ClusterState:
             }
             self._jobs[(namespace, name)] = updated
             return updated
+
+    def export_jobs(self) -> dict[str, Any]:
+        """The Jobs and the resourceVersion counter, as `Simulator.saved_jobs` keeps them."""
+        with self.lock:
+            return {
+                "resourceVersion": self._resource_version,
+                "jobs": [self._jobs[key] for key in sorted(self._jobs)],
+            }
+
+    def import_jobs(self, saved: Mapping[str, Any]) -> int:
+        """Restore what `export_jobs` gave; Jobs of a namespace this cluster lacks are dropped.
+
+        Returns how many Jobs came back. Versions keep increasing past the saved counter.
+        """
+        with self.lock:
+            self._resource_version = max(
+                self._resource_version, int(saved.get("resourceVersion") or 0)
+            )
+            restored = 0
+            for job in saved.get("jobs") or []:
+                metadata = job.get("metadata") or {}
+                namespace, name = metadata.get("namespace"), metadata.get("name")
+                if namespace in self.namespaces and isinstance(name, str):
+                    self._jobs[(namespace, name)] = job
+                    restored += 1
+            return restored
+
+    def version(self) -> int:
+        """The newest resourceVersion handed out: changes whenever anything changed."""
+        with self.lock:
+            return self._resource_version
 
     # Pagination
 

@@ -268,6 +268,7 @@ def start_simulator_process(
     host: str = DEFAULT_HOST,
     tick_interval: float | None = None,
     crd_path: Path | None = None,
+    state: Path | None = None,
     timeout: float = 20.0,
 ) -> SimulatorProcess:
     """Start the simulator CLI in a child process and wait until it answers.
@@ -279,6 +280,8 @@ def start_simulator_process(
     command += ["--host", host, "--port", str(port), "--tick", str(tick_interval or 0)]
     if crd_path is not None:
         command += ["--crd", str(crd_path)]
+    if state is not None:
+        command += ["--state", str(state)]
     inherited = os.environ.get("PYTHONPATH")
     paths = [str(REPOSITORY_ROOT), *([inherited] if inherited else [])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}

@@ -770,3 +770,48 @@ def test_cli_reports_an_invalid_fleet(tmp_path: Path) -> None:
 
     assert result.returncode == 2
     assert "clusters[0] (x): 'namespace' is a required property" in result.stderr
+
+
+def test_with_a_state_file_a_restarted_simulator_still_has_its_jobs(tmp_path: Path) -> None:
+    state = tmp_path / "jobs.json"
+    header = task_body("header", replicas=1, selector=POOL)
+    first = start_simulator_process(DEMO_FLEET_PATH, 0, tick_interval=0.1, state=state)
+    try:
+        created = _create(first.credentials("gpu-a"), "kept", header)
+        deadline = time.monotonic() + 10
+        while _status(first.credentials("gpu-a"), "kept")["phase"] != "Running":
+            assert time.monotonic() < deadline, "the controller never ran the Job"
+            time.sleep(0.1)
+    finally:
+        first.stop()
+    assert first.process.returncode == 0
+
+    second = start_simulator_process(DEMO_FLEET_PATH, 0, state=state)
+    try:
+        kept = k8s.get_job(credentials=second.credentials("gpu-a"), namespace=NS, name="kept")
+        listed = k8s.list_jobs(credentials=second.credentials("gpu-b"), namespace="rl-gpu-b")
+        again = _create(second.credentials("gpu-a"), "after", header)
+    finally:
+        second.stop()
+    assert kept["metadata"]["uid"] == created["metadata"]["uid"]
+    assert kept["status"]["phase"] == "Running"
+    assert listed == []
+    assert int(again["metadata"]["resourceVersion"]) > int(kept["metadata"]["resourceVersion"])
+
+
+def test_cli_reports_an_unreadable_state_file(tmp_path: Path) -> None:
+    state = tmp_path / "jobs.json"
+    state.write_text("[1, 2")
+
+    result = subprocess.run(
+        [sys.executable, "-m", "clusters.simulator", "--fleet", str(DEMO_FLEET_PATH),
+         "--port", "0", "--state", str(state)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+
+    assert result.returncode == 2
+    assert f"cannot read the state file: {state}:" in result.stderr
+    assert state.read_text() == "[1, 2"  # nothing lost
