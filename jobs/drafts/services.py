@@ -15,6 +15,7 @@ from typing import Any
 import pghistory
 from django.db import IntegrityError, transaction
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from jobs.context import name_findings, name_is_taken
 from jobs.models import DeploymentParameters, Job, JobState, LaunchList, Role, SSHKey
@@ -127,17 +128,29 @@ def _check_name(name: Any, *, exclude_job_id: int | None) -> str:
     return text
 
 
+def not_found(what: str, pk: Any, *, field: str) -> ApplicationError:
+    """A reference to a record that does not exist or belongs to another team (400 on `field`).
+
+    `what` is the record kind, already translated (`_("Launch list")`).
+    """
+    return ApplicationError(
+        _("%(what)s %(id)s not found.") % {"what": what, "id": pk}, extra={"field": field}
+    )
+
+
+_RECORD_KINDS = {
+    LaunchList: gettext_lazy("Launch list"),
+    DeploymentParameters: gettext_lazy("Deployment parameters"),
+}
+
+
 def _team_record(model: type[LaunchList] | type[DeploymentParameters], pk: Any, *,
                  team: Team, field: str) -> Any:
     if pk is None:
         return None
     record = model.objects.filter(pk=pk, team=team).first()
     if record is None:
-        raise ApplicationError(
-            _("%(what)s %(id)s not found.")
-            % {"what": str(model._meta.verbose_name).capitalize(), "id": pk},
-            extra={"field": field},
-        )
+        raise not_found(str(_RECORD_KINDS[model]), pk, field=field)
     return record
 
 

@@ -19,7 +19,7 @@ from django.utils.translation import gettext as _
 from clusters.credentials import CredentialError, credentials_for
 from clusters.k8s import KubeError, NotFound, delete_job
 from clusters.models import Cluster, Verification, VerificationState
-from jobs.drafts.services import job_create
+from jobs.drafts.services import job_create, not_found
 from jobs.models import (
     DeploymentParameters,
     FirstRunCheck,
@@ -60,12 +60,6 @@ def _context(user: Any, team: Team) -> Any:
     return pghistory.context(user=user.pk, team=team.slug)
 
 
-def _not_found(what: str, pk: Any, field: str) -> ApplicationError:
-    return ApplicationError(
-        _("%(what)s %(id)s not found.") % {"what": what, "id": pk}, extra={"field": field}
-    )
-
-
 # --- launch lists -----------------------------------------------------------------------------
 
 
@@ -74,7 +68,7 @@ def _team_parameters(team: Team, pk: Any) -> DeploymentParameters | None:
         return None
     parameters = DeploymentParameters.objects.filter(team=team, pk=pk).first()
     if parameters is None:
-        raise _not_found(_("Deployment parameters"), pk, "deployment_parameters")
+        raise not_found(_("Deployment parameters"), pk, field="deployment_parameters")
     return parameters
 
 
@@ -147,7 +141,7 @@ def _team_launch_list(team: Team, pk: Any) -> LaunchList | None:
         return None
     launch_list = LaunchList.objects.filter(team=team, pk=pk).first()
     if launch_list is None:
-        raise _not_found(_("Launch list"), pk, "launch_list")
+        raise not_found(_("Launch list"), pk, field="launch_list")
     return launch_list
 
 
@@ -171,7 +165,7 @@ def _team_verifications(team: Team, ids: Iterable[Any]) -> list[Verification]:
     found = {v.pk: v for v in Verification.objects.filter(team=team, pk__in=wanted)}
     missing = [pk for pk in wanted if pk not in found]
     if missing:
-        raise _not_found(_("Verification"), missing[0], "verifications")
+        raise not_found(_("Verification"), missing[0], field="verifications")
     return [found[pk] for pk in wanted]
 
 
@@ -253,7 +247,7 @@ def deployment_parameters_fill_from_job(*, parameters: DeploymentParameters, job
     (cluster, selector) combinations are added to those already referenced.
     """
     if job.team_id != parameters.team_id:
-        raise _not_found(_("Job"), job.name, "job")
+        raise not_found(_("Job"), job.name, field="job")
     locked = DeploymentParameters.objects.select_for_update().select_related("team").get(
         pk=parameters.pk
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.utils import translation
 from pghistory.models import Events
 
 from clusters.models import Cluster, ClusterJob
@@ -90,8 +91,16 @@ def test_records_must_belong_to_the_team(team: Team, other_team: Team, owner: An
     with pytest.raises(ApplicationError) as refused:
         job_update(job=job, user=owner, partial=True, data={"deployment_parameters": theirs.pk})
     assert refused.value.extra == {"field": "deployment_parameters"}
+    assert str(refused.value) == f"Deployment parameters {theirs.pk} not found."
     job = job_update(job=job, user=owner, partial=True, data={"launch_list": None})
     assert job.launch_list is None and job.deployment_parameters == params
+
+
+def test_a_missing_record_is_named_in_the_user_s_language(team: Team, owner: Any) -> None:
+    job = job_create(team=team, user=owner, data={"name": "j"})
+    with translation.override("zh-hans"), pytest.raises(ApplicationError) as refused:
+        job_update(job=job, user=owner, partial=True, data={"launch_list": 987654})
+    assert str(refused.value) == "启动清单 987654 不存在。"
 
 
 def test_only_drafts_are_deleted(team: Team, owner: Any) -> None:
