@@ -195,6 +195,10 @@ class FieldMap:
                 state.autofocus = True
                 return
 
+    def states(self) -> list[FieldState]:
+        """Every registered field, in registration order."""
+        return list(self._states.values())
+
     def __getitem__(self, path: str) -> FieldState:
         """A registered field (KeyError otherwise, so templates fall back to attributes)."""
         return self._states[path]

@@ -285,6 +285,9 @@ class RolePanel:
     memory_limit: str
     storage_classes: tuple[str, ...]
     fs: dict[str, FieldState]  # this role's fields by short name (templates cannot index paths)
+    # Every field whose findings the live panel refreshes out of band (all but the selector,
+    # whose findings sit inside the panel itself).
+    live_fields: list[FieldState]
     match: MatchView
     verification: VerificationPanel
     general: list[FindingView] = field(default_factory=list)
@@ -413,6 +416,7 @@ def role_panel(*, index: int, body: Mapping[str, Any], is_header: bool, clusters
         storage_classes=offer.storage_classes, match=match, verification=verification,
         fs={name: fields.get(f"roles[{index}]" + (f".{path}" if path else ""))
             for name, path in _SHORT_NAMES.items()},
+        live_fields=[f for f in fields.states() if f.path != f"roles[{index}].selector"],
         general=fields.general,
     )
 

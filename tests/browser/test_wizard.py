@@ -138,6 +138,13 @@ def _step_2_actor(j: Journey) -> None:
             "已申请。平台管理员将在验证队列中审核。")
     page.fill("#f-roles-0-gpus", "8")
     page.fill("#f-roles-0-image", IMAGE)
+    # Every field's findings follow the form before it is saved.
+    page.fill("#f-roles-0-cpu-limit", "eight")
+    page.press("#f-roles-0-cpu-limit", "Tab")
+    expect(page.locator("#f-roles-0-cpu-limit-findings")).to_contain_text("resources.invalid")
+    page.fill("#f-roles-0-cpu-limit", "")
+    page.press("#f-roles-0-cpu-limit", "Tab")
+    expect(page.locator("#f-roles-0-cpu-limit-findings")).to_be_empty()
     j.shot("2-actor")
     j.go("#wizard-next", "step-2/?role=1")
 

@@ -190,6 +190,33 @@ def test_the_live_panel_updates_the_gpu_maximum_out_of_band(web: Client, job: Jo
     assert "No GPU maximum is known for the matched nodes: keep 0" in cpu
 
 
+def test_the_live_panel_refreshes_every_field_s_findings_without_saving(
+    web: Client, job: Job
+) -> None:
+    typed = {"cluster": "gpu-a", "label": ["rlinf.io/pool=a100-head"], "gpus": "8",
+             "image": IMAGE_PLACEHOLDER, "cpu_request": "16", "cpu_limit": "eight",
+             "env_name": ["HF_HOME", "RLINF_NODE_RANK"], "env_value": ["/mnt/cache", "3"]}
+    html = web.post(matches(0), typed).content.decode()
+
+    def findings(field: str) -> str:
+        opened = f'<div id="f-roles-0-{field}-findings" class="field-findings" hx-swap-oob="true">'
+        assert html.count(opened) == 1, field
+        return html.split(opened)[1].split("</div>")[0]
+
+    assert "resources.invalid" in findings("cpu-limit")
+    assert "image.placeholder" in findings("image")
+    assert "env.name.reserved" in findings("env-1-name")
+    assert findings("cpu-request") == "" and findings("env-0-name") == ""
+    # The selector's findings stay inside the panel (swapped with it), not out of band.
+    assert 'id="f-roles-0-selector-findings" class="field-findings">' in html
+    assert 'id="f-roles-0-selector-findings" class="field-findings" hx-swap-oob' not in html
+    # Nothing was saved: the stored role is still empty.
+    assert Job.objects.get(name="ppo-run").roles.get(position=0).image == ""
+
+    fixed = web.post(matches(0), {**typed, "cpu_limit": "32"}).content.decode()
+    assert "resources.invalid" not in fixed
+
+
 def test_requesting_a_verification_saves_the_role_and_shows_the_state(
     web: Client, job: Job, team: Team, admin_user: Any
 ) -> None:
