@@ -109,7 +109,7 @@ class ClusterUpdateSerializer(serializers.Serializer):
 
 class NodeSerializer(serializers.ModelSerializer):
     cluster = serializers.CharField(source="cluster.name")
-    last_seen = serializers.DateTimeField(source="seen_at", allow_null=True)  # Node.seen_at
+    last_seen = serializers.DateTimeField(source="seen_at", allow_null=True, read_only=True)
 
     class Meta:
         model = Node
