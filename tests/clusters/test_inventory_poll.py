@@ -34,6 +34,11 @@ BIG_NODES = 1200
 NODE_WRITE = re.compile(r'(INSERT INTO|UPDATE|DELETE FROM) "?clusters_node"?\s', re.IGNORECASE)
 
 
+def _node_writes(queries: CaptureQueriesContext) -> list[str]:
+    """The statements among `queries` that wrote `clusters_node`."""
+    return [q["sql"] for q in queries.captured_queries if NODE_WRITE.match(q["sql"].lstrip())]
+
+
 def _fleet() -> dict[str, Any]:
     big = generate_fleet(clusters=1, nodes_per_cluster=BIG_NODES, seed=3)["clusters"][0]
     small = {
@@ -166,9 +171,7 @@ def test_an_unchanged_re_poll_writes_no_node_row_and_no_audit_event(
         BIG_NODES, 0, 0, False,
     )
     assert Events.objects.count() == events_before
-    node_writes = [
-        q["sql"] for q in queries.captured_queries if NODE_WRITE.match(q["sql"].lstrip())
-    ]
+    node_writes = _node_writes(queries)
     assert node_writes == []
 
 
@@ -237,9 +240,7 @@ def test_a_new_version_with_the_same_values_only_moves_the_stored_version(
     assert Events.objects.count() == events_before
     gpu = Node.objects.get(cluster=cluster, name="s-gpu-1")
     assert gpu.resource_version == bumped["metadata"]["resourceVersion"]
-    node_writes = [
-        q["sql"] for q in queries.captured_queries if NODE_WRITE.match(q["sql"].lstrip())
-    ]
+    node_writes = _node_writes(queries)
     assert len(node_writes) == 1
     assert node_writes[0].lstrip().startswith("UPDATE clusters_node AS n\nSET resource_version")
 
