@@ -20,8 +20,10 @@ def pidfile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _sleeper(*argv: str) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", *argv])
+    code = "import time; print('ready', flush=True); time.sleep(60)"
+    proc = subprocess.Popen([sys.executable, "-c", code, *argv], stdout=subprocess.PIPE)
     try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"  # exec'd
         yield proc
     finally:
         proc.kill()
@@ -64,8 +66,12 @@ def test_stop_without_a_running_product_does_nothing(pidfile: Path) -> None:
 
 
 def test_a_second_run_is_refused_while_one_is_running(
-    pidfile: Path, product_run: subprocess.Popen[bytes],
+    pidfile: Path, product_run: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    def start_everything() -> int:
+        raise AssertionError("a second run started the product")
+
+    monkeypatch.setattr(devservices, "_run_product", start_everything)
     pidfile.write_text(f"{product_run.pid}\n")
     with pytest.raises(SystemExit, match=f"already running \\(pid {product_run.pid}\\)"):
         devservices.run_product()
