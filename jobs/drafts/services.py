@@ -9,6 +9,7 @@ has left the draft state.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -237,6 +238,14 @@ def job_update(*, job: Job, user: Any, data: Mapping[str, Any], partial: bool) -
         elif not partial:
             _replace_roles(locked, _initial_roles(locked.task_type))
     return _reloaded(locked)
+
+
+def job_preview(*, job: Job, data: Mapping[str, Any]) -> Job:
+    """The draft with the job fields of `data` applied as `job_update(partial=True)` would,
+    but not saved: what live feedback judges. Refuses what an update would refuse."""
+    preview = copy.copy(job)
+    _apply_fields(preview, data, partial=True)
+    return preview
 
 
 @transaction.atomic

@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 
 from jobs.context import evaluate
-from jobs.drafts.services import job_create, job_update
+from jobs.drafts.services import job_create, job_preview, job_update
 from jobs.models import Job, TaskType
 from jobs.records.services import job_submit
 from jobs.render import Manifest, build_manifest
@@ -43,7 +43,9 @@ from jobs.wizard.selectors import network_domain_names, team_records
 from rlark_site.exceptions import ApplicationError
 from rlark_site.tenancy.models import Team
 
-__all__ = ["basics", "common", "manifest_of", "review", "submit", "target_step"]
+__all__ = [
+    "basics", "common", "common_findings", "manifest_of", "review", "submit", "target_step",
+]
 
 
 def target_step(goto: Goto, *, current: int) -> int:
@@ -268,11 +270,33 @@ def common(request: HttpRequest, *, job: Job) -> HttpResponse:
     return _saved(job, target, goto)
 
 
+def common_findings(request: HttpRequest, *, job: Job) -> HttpResponse:
+    """The findings beside each step 3 field for the form as it is now (htmx, out of band;
+    nothing is saved): the same form checks, refusals and engine as saving the step."""
+    form = CommonForm(request.POST)
+    if not form.is_valid():
+        findings = form_error_views(form.errors, {p: p for p in _COMMON_PATHS})
+    else:
+        try:
+            preview = job_preview(job=job, data=form.body())
+        except ApplicationError as exc:
+            findings = refusal_findings(exc, default_field=None)
+        else:
+            findings = finding_views(evaluate(preview).findings)
+    fields = _common_fields(findings)
+    return render(request, "jobs/wizard/_common_live.html",
+                  {"fields": [fields[path] for path in _COMMON_PATHS]})
+
+
+def _common_fields(findings: Sequence[FindingView]) -> FieldMap:
+    return FieldMap(findings, _COMMON_PATHS, hints=["run_script", "network_domain"],
+                    include=lambda f: f.place.step == STEP_COMMON or f.field == "header_role")
+
+
 def _render_common(request: HttpRequest, *, job: Job, values: CommonValues,
                    findings: Sequence[FindingView], all_findings: Sequence[FindingView],
                    status: int = 200) -> HttpResponse:
-    fields = FieldMap(findings, _COMMON_PATHS, hints=["run_script", "network_domain"],
-                      include=lambda f: f.place.step == STEP_COMMON or f.field == "header_role")
+    fields = _common_fields(findings)
     records = team_records(job.team)
     known_keys = {name for name, _fp in records.ssh_keys}
     return render(request, "jobs/wizard/step3.html", {

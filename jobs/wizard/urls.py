@@ -14,6 +14,8 @@ urlpatterns: list[URLPattern | URLResolver] = [
          name="wizard-matches"),
     path("wizard/<str:name>/roles/<int:index>/verification/", role_views.request_verification,
          name="wizard-verification"),
+    path("wizard/<str:name>/common-findings/", views.common_findings,
+         name="wizard-common-findings"),
     path("wizard/<str:name>/manifest.yaml", views.manifest_download, name="wizard-manifest"),
     path("wizard/<str:name>/submit/", views.submit, name="wizard-submit"),
 ]

@@ -115,6 +115,16 @@ def wizard_step(request: HttpRequest, name: str, step: int) -> HttpResponse:
 
 
 @login_required
+@require_POST
+def common_findings(request: HttpRequest, name: str) -> HttpResponse:
+    """Live findings of step 3 for the form as it is now (htmx; nothing is saved)."""
+    job = load_job(request, name)
+    if not is_draft(job):
+        raise Http404(not_a_draft_message())
+    return step_views.common_findings(request, job=job)
+
+
+@login_required
 @require_GET
 def check_name(request: HttpRequest) -> HttpResponse:
     """Live feedback on a job name: the engine's ``job.name.*`` findings (htmx partial)."""

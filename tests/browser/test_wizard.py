@@ -179,7 +179,10 @@ def _step_3(j: Journey, world: dict[str, Any]) -> None:
     expect(page.locator("#header-role-0")).to_be_checked()
     page.select_option("#f-network_domain", "rl-mesh")
     page.check('input[name="ssh_keys"][value="alice-laptop"]')
+    expect(page.locator("#f-run_script-findings")).to_contain_text("run_script.empty")
     page.fill("#f-run_script", "cd /workspace/rlinf\npython -m rlinf.train --config ppo.yaml")
+    # The findings follow the form before it is saved.
+    expect(page.locator("#f-run_script-findings")).to_be_empty()
     page.fill("#f-tensorboard_log_dir", "/mnt/ckpt/tb")
     page.select_option("#f-launch_list", str(world["launch_list"].pk))
     page.select_option("#f-deployment_parameters", str(world["parameters"].pk))

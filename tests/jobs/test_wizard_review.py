@@ -97,6 +97,42 @@ def test_another_teams_launch_list_is_refused_keeping_the_input(
     assert Job.objects.get(name="sneaky").launch_list is None
 
 
+def _live_findings(page: str, field: str) -> str:
+    opened = f'<div id="f-{field}-findings" class="field-findings" hx-swap-oob="true">'
+    assert page.count(opened) == 1, field
+    return page.split(opened)[1].split("</div>")[0]
+
+
+def test_step_3_findings_follow_the_form_without_saving(
+    web: Client, team: Team, member: Any, other_team: Team, outsider: Any
+) -> None:
+    job_create(team=team, user=member, data={"name": "live-common", "run_script": "python x.py"})
+    live = reverse("jobs:wizard-common-findings", kwargs={"name": "live-common"})
+    page = web.post(live, {"header_role": "Actor", "run_script": "",
+                           "ssh_keys": ["nobody"]}).content.decode()
+    assert "run_script.empty" in _live_findings(page, "run_script")
+    assert "ssh_key.unknown" in _live_findings(page, "ssh_keys")
+    assert _live_findings(page, "tensorboard_log_dir") == ""
+    fixed = web.post(live, {"header_role": "Actor", "run_script": "cd /w && python x.py"})
+    assert "run_script.empty" not in _live_findings(fixed.content.decode(), "run_script")
+    # An update would refuse another team's record: so does the live answer, on that field.
+    theirs = LaunchList.objects.create(team=other_team, title="theirs", created_by=outsider)
+    refused = web.post(live, {"run_script": "x", "launch_list": str(theirs.pk)}).content.decode()
+    assert "not found" in _live_findings(refused, "launch_list")
+    job = Job.objects.get(name="live-common")
+    assert (job.run_script, job.ssh_key_names, job.launch_list) == ("python x.py", [], None)
+
+
+def test_step_3_live_findings_are_for_drafts_of_the_team_only(
+    client: Client, outsider: Any, team: Team, member: Any
+) -> None:
+    job_create(team=team, user=member, data={"name": "private-common"})
+    client.force_login(outsider)
+    live = reverse("jobs:wizard-common-findings", kwargs={"name": "private-common"})
+    assert client.post(live, {"run_script": ""}).status_code == 404
+    assert client.get(live).status_code == 405
+
+
 def test_step_4_shows_the_exact_yaml_and_offers_it_as_a_download(
     web: Client, team: Team, owner: Any, admin_user: Any, fleet: Any
 ) -> None:
