@@ -369,6 +369,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     bench = sub.add_parser("bench", help="run the benchmarks under bench/ and print their figures")
     bench.add_argument("names", nargs="*", help="benchmark names (default: all)")
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["test"]:
+        # pytest's own options come in any order (`test -x tests/jobs`, `test tests/jobs -x`):
+        # everything after `test` is handed to pytest untouched.
+        os.chdir(BASE_DIR)
+        _interrupt_on_termination()
+        return run_tests(argv[1:])
     args = parser.parse_args(argv)
     os.chdir(BASE_DIR)
     _interrupt_on_termination()

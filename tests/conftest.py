@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.test.utils import override_settings
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -18,6 +19,14 @@ User = get_user_model()
 REPO = Path(__file__).resolve().parent.parent
 DEMO_FLEET = REPO / "deploy" / "fleets" / "demo.yaml"
 PASSWORD = "correct-horse-battery"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fast_password_hasher() -> Iterator[None]:
+    """Full-strength PBKDF2 costs ~0.65 s a user here; tests only need a hasher that works.
+    Production keeps Django's defaults (the setting is untouched outside the test process)."""
+    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        yield
 
 
 def make_user(username: str, *, team: Team | None = None, role: str = MemberRole.MEMBER,
