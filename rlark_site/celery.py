@@ -1,16 +1,21 @@
-"""The Celery app. Schedules live in one place: `beat_schedule` below."""
+"""The Celery app. Schedules live in one place: `beat_schedule` below; queues and routes in
+`rlark_site/settings/tasks.py`; one beat at a time through `rlark_site/beatlock.py`."""
 
 from __future__ import annotations
 
 import os
 
 from celery import Celery
+from celery.signals import beat_init
+
+from rlark_site.beatlock import on_beat_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rlark_site.settings")
 
 app = Celery("rlark")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(["clusters", "jobs"])
+beat_init.connect(on_beat_init, weak=False)
 
 
 @app.on_after_finalize.connect

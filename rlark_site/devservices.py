@@ -235,8 +235,31 @@ def _wait_for_port(port: int, *, what: str, timeout: float = 30.0) -> None:
         time.sleep(0.2)
 
 
+# One Celery worker per kind of work, so a stuck poll never delays a submission (queues and
+# routes: rlark_site/settings/tasks.py; production layout: docs/operations.md).
+WORKER_QUEUES = (
+    ("inventory", "inventory"),
+    ("submission", "submission"),
+    ("status", "status,notifications"),
+)
+
+
+def web_command(bind: str) -> list[str]:
+    """Gunicorn with RLark's settings module (workers and threads sized from the CPUs)."""
+    return [PYTHON, "-m", "gunicorn", "-c", "python:rlark_site.gunicorn_conf", "--bind", bind]
+
+
+def worker_command(name: str, queues: str, *, concurrency: int = 2) -> list[str]:
+    """A Celery worker consuming `queues` (comma-separated), named after them."""
+    return [
+        PYTHON, "-m", "celery", "-A", "rlark_site", "worker", "--loglevel", "INFO",
+        "-Q", queues, "-n", f"{name}@%h", "--concurrency", str(concurrency),
+        "--without-gossip", "--without-mingle",
+    ]
+
+
 def run_product() -> int:
-    """Everything on the demo fleet: simulator, web, Celery worker and beat."""
+    """Everything on the demo fleet: simulator, web, Celery workers and beat."""
     running = _running_product()
     if running is not None:
         raise SystemExit(f"RLark is already running (pid {running}); `make stop` stops it")
@@ -267,13 +290,12 @@ def _run_product() -> int:
             _wait_for_port(sim_port, what="the fleet simulator")
             _manage(env, "seed_demo", "--fleet", str(DEMO_FLEET), "--simulator-url", sim_url)
             procs.append(("web", subprocess.Popen(
-                [PYTHON, "-m", "gunicorn", "rlark_site.wsgi", "--bind", f"127.0.0.1:{web_port}",
-                 "--threads", "8", "--workers", "1", "--access-logfile", "-"],
-                env=env, cwd=BASE_DIR, start_new_session=True)))
-            procs.append(("worker", subprocess.Popen(
-                [PYTHON, "-m", "celery", "-A", "rlark_site", "worker", "--loglevel", "INFO",
-                 "--concurrency", "2", "--without-gossip", "--without-mingle"],
-                env=env, cwd=BASE_DIR, start_new_session=True)))
+                web_command(f"127.0.0.1:{web_port}"), env=env, cwd=BASE_DIR,
+                start_new_session=True)))
+            for name, queues in WORKER_QUEUES:
+                procs.append((f"worker-{name}", subprocess.Popen(
+                    worker_command(name, queues), env=env, cwd=BASE_DIR,
+                    start_new_session=True)))
             procs.append(("beat", subprocess.Popen(
                 [PYTHON, "-m", "celery", "-A", "rlark_site", "beat", "--loglevel", "INFO",
                  "--schedule", str(STATE_DIR / "celerybeat-schedule")],

@@ -14,6 +14,32 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("RLARK_VISIBILI
 CELERY_TASK_ALWAYS_EAGER = False
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
+# Queues: one per kind of work, so that a slow or stuck inventory poll never delays a
+# submission. Every task is routed here (and only here); a worker started without `-Q`
+# consumes all four, production runs one worker Deployment per queue (docs/operations.md).
+RLARK_QUEUE_INVENTORY = "inventory"
+RLARK_QUEUE_SUBMISSION = "submission"
+RLARK_QUEUE_STATUS = "status"
+RLARK_QUEUE_NOTIFICATIONS = "notifications"
+RLARK_QUEUES = (
+    RLARK_QUEUE_INVENTORY,
+    RLARK_QUEUE_SUBMISSION,
+    RLARK_QUEUE_STATUS,
+    RLARK_QUEUE_NOTIFICATIONS,
+)
+CELERY_TASK_QUEUES = {name: {"exchange": name, "routing_key": name} for name in RLARK_QUEUES}
+CELERY_TASK_ROUTES = {
+    "clusters.tasks.*": {"queue": RLARK_QUEUE_INVENTORY},
+    "jobs.tasks.submit_*": {"queue": RLARK_QUEUE_SUBMISSION},
+    "jobs.tasks.resume_stalled_submissions": {"queue": RLARK_QUEUE_SUBMISSION},
+    "jobs.tasks.sync_*": {"queue": RLARK_QUEUE_STATUS},
+    "*.notify_*": {"queue": RLARK_QUEUE_NOTIFICATIONS},
+    "*.notifications.*": {"queue": RLARK_QUEUE_NOTIFICATIONS},
+}
+# A task no route names (a new one) goes to the status queue, which every deployment consumes;
+# tests/site/test_task_queues.py fails until it is routed on purpose.
+CELERY_TASK_DEFAULT_QUEUE = RLARK_QUEUE_STATUS
+
 # How often beat polls each cluster's inventory and the submitted jobs' status (seconds).
 RLARK_INVENTORY_POLL_INTERVAL = env_float("RLARK_INVENTORY_POLL_INTERVAL", 60.0)
 RLARK_STATUS_POLL_INTERVAL = env_float("RLARK_STATUS_POLL_INTERVAL", 15.0)
@@ -37,3 +63,6 @@ RLARK_SUBMIT_RETRY_BASE = env_float("RLARK_SUBMIT_RETRY_BASE", 2.0)
 RLARK_SUBMIT_RETRY_CAP = env_float("RLARK_SUBMIT_RETRY_CAP", 60.0)
 RLARK_SUBMIT_LEASE = env_float("RLARK_SUBMIT_LEASE", 60.0)
 RLARK_SUBMIT_RESUME_GRACE = env_float("RLARK_SUBMIT_RESUME_GRACE", 30.0)
+# Celery beat holds a Redis lock while it runs (rlark_site/beatlock.py): a second beat waits as
+# a standby and takes over within this many seconds of the holder's death.
+RLARK_BEAT_LOCK_TTL = env_float("RLARK_BEAT_LOCK_TTL", 30.0)
