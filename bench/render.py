@@ -3,8 +3,8 @@
     .venv/bin/python bench/render.py [--rounds 300]
 
 The context (matches, verifications, clusters) is built once from deploy/fleets/demo.yaml
-in memory, as `jobs.context` would load it; each round then runs `jobs.findings.check`
-and `jobs.render.build_manifest` (render, YAML, sha256), which is what the wizard's
+in memory, as `jobs.context` would load it; each round then runs `jobs.core.findings.check`
+and `jobs.core.render.build_manifest` (render, YAML, sha256), which is what the wizard's
 preview, the API's manifest endpoint and submission do per request. Django's translation
 machinery is configured, so messages go through `gettext` as in production. Prints median
 and p95 per job; the target is a median under 5 ms for the 3-role job.
@@ -27,9 +27,9 @@ import django  # noqa: E402
 import yaml  # noqa: E402
 from django.conf import settings  # noqa: E402
 
-from jobs.findings import check, has_errors  # noqa: E402
-from jobs.render import build_manifest  # noqa: E402
-from jobs.spec import EnvVar, JobSpec, Mount, RoleSpec  # noqa: E402
+from jobs.core.findings import check, has_errors  # noqa: E402
+from jobs.core.render import build_manifest  # noqa: E402
+from jobs.core.spec import EnvVar, JobSpec, Mount, RoleSpec  # noqa: E402
 from tests.jobs.fleet_context import clean_context, clean_spec  # noqa: E402
 
 

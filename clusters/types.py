@@ -1,6 +1,6 @@
 """Value types describing the inventory as the rules see it (no database, no Django).
 
-`jobs.spec` re-exports them; the findings engine and the renderer consume them.
+`jobs.core.spec` re-exports them; the findings engine and the renderer consume them.
 """
 
 from __future__ import annotations

@@ -20,9 +20,8 @@ from django.utils.translation import gettext
 from clusters.matching import match_many
 from clusters.models import Cluster, ClusterJob, NetworkDomain, StorageClass
 from clusters.verifications.services import verification_views
-from jobs.findings import check, has_errors
-from jobs.models import DeploymentParameters, Job, JobState, Role, SSHKey
-from jobs.spec import (
+from jobs.core.findings import check, has_errors
+from jobs.core.spec import (
     CheckContext,
     ClusterFacts,
     EnvVar,
@@ -35,6 +34,7 @@ from jobs.spec import (
     VerificationView,
     selector_key,
 )
+from jobs.models import DeploymentParameters, Job, JobState, Role, SSHKey
 from rlark_site.tenancy.models import Team
 
 __all__ = [

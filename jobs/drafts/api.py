@@ -22,6 +22,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from jobs.context import evaluate
+from jobs.core.render import build_manifest
 from jobs.drafts.selectors import (
     job_get_for_user,
     job_list_for_user,
@@ -39,7 +40,6 @@ from jobs.drafts.serializers import (
 )
 from jobs.drafts.services import job_create, job_delete, job_update, ssh_key_create, ssh_key_delete
 from jobs.models import Job, JobState, SSHKey
-from jobs.render import build_manifest
 from rlark_site.exceptions import ApplicationError
 
 YAML_CONTENT_TYPE = "text/yaml; charset=utf-8"

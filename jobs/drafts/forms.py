@@ -5,8 +5,8 @@ from __future__ import annotations
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
+from jobs.core.sshkeys import MAX_KEY_LENGTH
 from jobs.drafts.services import SSH_KEY_NAME_MAX_LENGTH
-from jobs.sshkeys import MAX_KEY_LENGTH
 
 
 class SSHKeyForm(forms.Form):

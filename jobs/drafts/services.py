@@ -19,9 +19,9 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from jobs.context import name_findings, name_is_taken
+from jobs.core.spec import TASK_TYPES
+from jobs.core.sshkeys import SSHKeyError, fingerprint_sha256, normalize_openssh_public_key
 from jobs.models import DeploymentParameters, Job, JobState, LaunchList, Role, SSHKey
-from jobs.spec import TASK_TYPES
-from jobs.sshkeys import SSHKeyError, fingerprint_sha256, normalize_openssh_public_key
 from rlark_site.exceptions import ApplicationError
 from rlark_site.tenancy.models import Team
 

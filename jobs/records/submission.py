@@ -51,6 +51,8 @@ from clusters.k8s import (
 )
 from clusters.models import Cluster
 from jobs.context import Evaluation, evaluate
+from jobs.core.render import ANNOTATION_SPEC_SHA256, LABEL_TEAM, build_manifest
+from jobs.core.spec import JobSpec
 from jobs.models import (
     AttemptOutcome,
     Job,
@@ -65,8 +67,6 @@ from jobs.records.snapshots import (
     launch_list_snapshot,
     verifications_snapshot,
 )
-from jobs.render import ANNOTATION_SPEC_SHA256, LABEL_TEAM, build_manifest
-from jobs.spec import JobSpec
 from rlark_site.exceptions import ApplicationError
 
 __all__ = [

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from jobs.core.spec import TASK_TYPES
 from jobs.models import Job, Role
-from jobs.spec import TASK_TYPES
 
 __all__ = ["initial_role_names", "role_bodies", "role_body", "role_is_configured"]
 

@@ -2,7 +2,7 @@
 
 Live feedback (the matched node count while conditions change) and a form shown again
 with what the user typed both judge input that is not saved yet; they go through the same
-`jobs.context` builders and `jobs.findings.check` as everything else, with only that
+`jobs.context` builders and `jobs.core.findings.check` as everything else, with only that
 role replaced in the frozen spec.
 """
 
@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from jobs.context import Evaluation, check_context_for, evaluate, role_spec, spec_from_job
-from jobs.findings import check
+from jobs.core.findings import check
+from jobs.core.spec import RoleSpec
 from jobs.models import Job, Role
-from jobs.spec import RoleSpec
 
 __all__ = ["evaluate_draft", "unsaved_role_spec"]
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from jobs.spec import Finding
+from jobs.core.spec import Finding
 
 __all__ = [
     "STEP_COMMON",

@@ -12,7 +12,7 @@ from typing import Any
 from django.utils.translation import gettext_lazy as _
 
 from clusters.models import VerificationState
-from jobs.spec import SelectorMatch, VerificationView
+from jobs.core.spec import SelectorMatch, VerificationView
 from jobs.wizard.fields import (
     STEP_COMMON,
     STEP_REVIEW,

@@ -16,8 +16,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext as _
 
 from clusters.models import VerificationState
-from jobs.render import role_match
-from jobs.spec import CheckContext, JobSpec, RoleSpec
+from jobs.core.spec import CheckContext, JobSpec, RoleSpec, role_match
 from jobs.wizard.fields import FindingView
 from jobs.wizard.presenters import finding_url
 

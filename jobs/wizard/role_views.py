@@ -20,12 +20,11 @@ from django.views.decorators.http import require_POST
 
 from clusters.verifications.services import verification_request
 from jobs.context import Evaluation
+from jobs.core.images import IMAGE_PLACEHOLDER
+from jobs.core.spec import RoleSpec, header_index, role_match
+from jobs.core.startscript import RESERVED_ENV_NAMES
 from jobs.drafts.services import job_update
-from jobs.images import IMAGE_PLACEHOLDER
 from jobs.models import Job
-from jobs.render import header_index, role_match
-from jobs.spec import RoleSpec
-from jobs.startscript import RESERVED_ENV_NAMES
 from jobs.wizard.bodies import role_bodies
 from jobs.wizard.common import (
     form_error_views,

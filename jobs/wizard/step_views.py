@@ -13,11 +13,11 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 
 from jobs.context import evaluate
+from jobs.core.render import Manifest, build_manifest
+from jobs.core.spec import TASK_TYPES
 from jobs.drafts.services import job_create, job_preview, job_update
 from jobs.models import Job, TaskType
 from jobs.records.services import job_submit
-from jobs.render import Manifest, build_manifest
-from jobs.spec import TASK_TYPES
 from jobs.wizard.bodies import any_configured, initial_role_names, role_bodies
 from jobs.wizard.common import (
     error_view,

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from jobs.spec import (
+from jobs.core.spec import (
     CheckContext,
     ClusterFacts,
     EnvVar,

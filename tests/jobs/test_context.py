@@ -13,10 +13,10 @@ from django.test.utils import CaptureQueriesContext
 from clusters.models import Cluster, ClusterJob, NetworkDomain, Node
 from clusters.verifications.services import verification_approve, verification_request
 from jobs.context import check_context_for, evaluate, name_findings, spec_from_job
+from jobs.core.spec import EnvVar, Mount, ResourcePair
 from jobs.drafts.selectors import job_get_for_user
 from jobs.drafts.services import job_create, ssh_key_create
 from jobs.models import Job, JobState
-from jobs.spec import EnvVar, Mount, ResourcePair
 from rlark_site.tenancy.models import Team
 from tests.factories import load_fleet_rows
 

@@ -1,7 +1,7 @@
 """deploy/examples/*.yaml are what RLark renders for two demo jobs, through the real path.
 
 The demo fleet is loaded as inventory rows, an admin approves the selectors, the drafts go
-through the services, `jobs.context` and `jobs.render.build_manifest`; the result must equal
+through the services, `jobs.context` and `jobs.core.render.build_manifest`; the result must equal
 the shipped files byte for byte. Regenerate them with ``RLARK_UPDATE_EXAMPLES=1``.
 """
 
@@ -16,10 +16,10 @@ from clusters.models import Cluster, NetworkDomain
 from clusters.simulator.schema import JobSchema
 from clusters.verifications.services import verification_approve, verification_request
 from jobs.context import evaluate
+from jobs.core.render import Manifest, build_manifest
 from jobs.drafts.selectors import job_get_for_user
 from jobs.drafts.services import job_create, ssh_key_create
 from jobs.models import DeploymentParameters, LaunchList
-from jobs.render import Manifest, build_manifest
 from rlark_site.tenancy.models import Team
 from tests.factories import REPO, load_fleet_rows
 

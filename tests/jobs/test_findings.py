@@ -18,10 +18,10 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from jobs.findings import check, has_errors
-from jobs.images import parse_image_reference, pinned_image
-from jobs.quantities import QuantityError, parse_quantity
-from jobs.spec import (
+from jobs.core.findings import check, has_errors
+from jobs.core.images import parse_image_reference, pinned_image
+from jobs.core.quantities import QuantityError, parse_quantity
+from jobs.core.spec import (
     CheckContext,
     EnvVar,
     Finding,
@@ -32,7 +32,7 @@ from jobs.spec import (
     VerificationView,
     selector_key,
 )
-from jobs.sshkeys import SSHKeyError, fingerprint_sha256, validate_openssh_public_key
+from jobs.core.sshkeys import SSHKeyError, fingerprint_sha256, validate_openssh_public_key
 from tests.jobs.fleet_context import (
     ALICE_FINGERPRINT,
     ALICE_KEY,

@@ -11,9 +11,9 @@ import pytest
 from rest_framework.test import APIClient
 
 from clusters.k8s import list_jobs
+from jobs.core.render import dump_yaml
 from jobs.models import FirstRunCheck, Job, JobState, RunRecord, SubmissionState
 from jobs.records.status import sync_submitted_jobs
-from jobs.render import dump_yaml
 from jobs.tasks import submit_run_record
 from rlark_site.tenancy.models import Team
 from tests.jobs.records_support import register_fleet, submittable_job

@@ -19,11 +19,11 @@ import jsonschema
 import pytest
 import yaml
 
-from jobs import render as render_module
-from jobs.findings import check, has_errors
-from jobs.render import build_manifest, dump_yaml, render_manifest
-from jobs.spec import CheckContext, EnvVar, JobSpec, Mount, ResourcePair
-from jobs.startscript import RESERVED_ENV_NAMES, heredoc_delimiter, rank_offsets
+from jobs.core import render as render_module
+from jobs.core.findings import check, has_errors
+from jobs.core.render import build_manifest, dump_yaml, render_manifest
+from jobs.core.spec import CheckContext, EnvVar, JobSpec, Mount, ResourcePair
+from jobs.core.startscript import RESERVED_ENV_NAMES, heredoc_delimiter, rank_offsets
 from tests.jobs.fleet_context import (
     ALICE_KEY,
     BOB_KEY,

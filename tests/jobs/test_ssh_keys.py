@@ -11,9 +11,9 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from rest_framework.test import APIClient
 
+from jobs.core.sshkeys import fingerprint_sha256
 from jobs.drafts.services import ssh_key_create, ssh_key_delete
 from jobs.models import SSHKey
-from jobs.sshkeys import fingerprint_sha256
 from rlark_site.exceptions import ApplicationError
 from rlark_site.tenancy.models import Team
 

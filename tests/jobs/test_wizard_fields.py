@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from jobs.spec import Finding
+from jobs.core.spec import Finding
 from jobs.wizard.fields import (
     STEP_COMMON,
     STEP_REVIEW,

@@ -14,9 +14,9 @@ from django.urls import reverse
 
 from clusters.models import Cluster, Node
 from jobs.context import evaluate
+from jobs.core.render import build_manifest
 from jobs.drafts.services import job_create, ssh_key_create
 from jobs.models import Job, JobState, LaunchList, RunRecord
-from jobs.render import build_manifest
 from rlark_site.tenancy.models import Team
 from tests.factories import load_fleet_rows
 from tests.jobs.records_support import submittable_job

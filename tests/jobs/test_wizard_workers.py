@@ -15,8 +15,8 @@ from clusters.verifications.services import (
     verification_reject,
     verification_request,
 )
+from jobs.core.images import IMAGE_PLACEHOLDER
 from jobs.drafts.services import job_create
-from jobs.images import IMAGE_PLACEHOLDER
 from jobs.models import Job
 from rlark_site.tenancy.models import Team
 from tests.factories import load_fleet_rows

@@ -9,8 +9,8 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
+from jobs.core.sshkeys import fingerprint_sha256
 from jobs.models import LaunchList, SSHKey
-from jobs.sshkeys import fingerprint_sha256
 from rlark_site.tenancy.models import MemberRole, Membership, Team
 
 User = get_user_model()

@@ -4,7 +4,7 @@ Render, then dump, then apply: `render_manifest` builds plain data, `dump_yaml` 
 into deterministic YAML, `build_manifest` carries both with the YAML's sha256, and only the
 submission code performs the side effect. The field-by-field contract is docs/manifest.md.
 
-Precondition: `jobs.findings.check` reports no error for the spec. The renderer does not
+Precondition: `jobs.core.findings.check` reports no error for the spec. The renderer does not
 repeat the checks; on a spec that breaks them it still returns a manifest (never raises),
 but that manifest is not meant to be submitted.
 """
@@ -19,18 +19,22 @@ from typing import Any
 
 import yaml
 
-from jobs.images import pinned_image
-from jobs.spec import (
+from jobs.core.images import pinned_image
+from jobs.core.spec import (
     DEFAULT_OBJECT_STORAGE_SIZE,
     CheckContext,
     JobSpec,
-    SelectorMatch,
     as_items,
     as_text,
+    field_of,
+    header_index,
     is_count,
+    role_match,
+    role_selector,
+    spec_roles,
 )
-from jobs.sshkeys import SSHKeyError, normalize_openssh_public_key
-from jobs.startscript import (
+from jobs.core.sshkeys import SSHKeyError, normalize_openssh_public_key
+from jobs.core.startscript import (
     RAY_TEMP_DIR_ENV,
     TaskPlan,
     build_start_script,
@@ -50,11 +54,8 @@ __all__ = [
     "Manifest",
     "build_manifest",
     "dump_yaml",
-    "header_index",
     "plan_tasks",
     "render_manifest",
-    "role_match",
-    "spec_roles",
     "start_scripts",
 ]
 
@@ -71,64 +72,24 @@ ANNOTATION_SPEC_SHA256 = "rlark.io/spec-sha256"
 GPU_RESOURCE = "nvidia.com/gpu"
 
 
-# -- reading a spec that may not have been checked -------------------------------------------
-
-
-def _get(obj: object, name: str, default: Any = "") -> Any:
-    return getattr(obj, name, default)
-
-
-def _selector(role: object) -> dict[str, str]:
-    """The role's conditions; {} unless every one is a pair of strings."""
-    pairs = as_items(_get(role, "selector", ()))
-    valid = [
-        (p[0], p[1])
-        for p in pairs
-        if isinstance(p, (tuple, list)) and len(p) == 2
-        if isinstance(p[0], str) and isinstance(p[1], str)
-    ]
-    return dict(valid) if len(valid) == len(pairs) else {}
-
-
-def role_match(role: object, ctx: CheckContext) -> SelectorMatch:
-    """The global matches of the role's selector (none for an empty or malformed selector)."""
-    selector = _selector(role)
-    return ctx.match_for(selector) if selector else SelectorMatch(nodes=())
-
-
-def spec_roles(spec: JobSpec) -> tuple[Any, ...]:
-    """The spec's roles (none when `roles` is not a list or tuple)."""
-    roles = _get(spec, "roles", ())
-    return tuple(roles) if isinstance(roles, (list, tuple)) else ()
-
-
-def header_index(spec: JobSpec) -> int | None:
-    """The position of the Header role (the first role named exactly `spec.header_role`)."""
-    header = _get(spec, "header_role")
-    if not isinstance(header, str) or not header:
-        return None
-    for index, role in enumerate(spec_roles(spec)):
-        if _get(role, "name") == header:
-            return index
-    return None
-
-
 def plan_tasks(spec: JobSpec, ctx: CheckContext) -> list[TaskPlan]:
     """Each role's place in the job: replicas, rank offset, the head's address."""
     roles = spec_roles(spec)
     head = header_index(spec)
     replicas = [role_match(role, ctx).count for role in roles]
     offsets = rank_offsets(replicas=replicas, head_index=head)
-    job_name = as_text(_get(spec, "name"))
-    head_task = as_text(_get(roles[head], "name")).lower() if head is not None else ""
+    job_name = as_text(field_of(spec, "name"))
+    head_task = as_text(field_of(roles[head], "name")).lower() if head is not None else ""
     address = head_address(
-        job_name=job_name, head_task=head_task, network_domain=as_text(_get(spec, "network_domain"))
+        job_name=job_name,
+        head_task=head_task,
+        network_domain=as_text(field_of(spec, "network_domain")),
     )
     return [
         TaskPlan(
             job_name=job_name,
-            role_name=as_text(_get(role, "name")),
-            task_name=as_text(_get(role, "name")).lower(),
+            role_name=as_text(field_of(role, "name")),
+            task_name=as_text(field_of(role, "name")).lower(),
             head=index == head,
             replicas=replicas[index],
             rank_offset=offsets[index],
@@ -141,7 +102,7 @@ def plan_tasks(spec: JobSpec, ctx: CheckContext) -> list[TaskPlan]:
 
 def _ssh_keys(spec: JobSpec) -> list[str]:
     keys = []
-    for key in as_items(_get(spec, "ssh_keys", ())):
+    for key in as_items(field_of(spec, "ssh_keys", ())):
         try:
             keys.append(normalize_openssh_public_key(key))
         except SSHKeyError:
@@ -151,8 +112,8 @@ def _ssh_keys(spec: JobSpec) -> list[str]:
 
 def _env(role: object) -> list[dict[str, str]]:
     return [
-        {"name": as_text(_get(item, "name")), "value": as_text(_get(item, "value"))}
-        for item in as_items(_get(role, "env", ()))
+        {"name": as_text(field_of(item, "name")), "value": as_text(field_of(item, "value"))}
+        for item in as_items(field_of(role, "env", ()))
     ]
 
 
@@ -160,12 +121,12 @@ def start_scripts(spec: JobSpec, ctx: CheckContext) -> list[str]:
     """The start script of every task, in role order."""
     roles = spec_roles(spec)
     keys = _ssh_keys(spec)
-    run_script = as_text(_get(spec, "run_script"))
+    run_script = as_text(field_of(spec, "run_script"))
     return [
         build_start_script(
             plan=plan,
             ssh_keys=keys,
-            prepare_script=as_text(_get(role, "prepare_script")),
+            prepare_script=as_text(field_of(role, "prepare_script")),
             run_script=run_script,
             ray_temp_dir=any(e["name"] == RAY_TEMP_DIR_ENV for e in _env(role)),
         )
@@ -184,16 +145,16 @@ def _resources(role: object) -> dict[str, dict[str, str]]:
     limits: dict[str, str] = {}
     requests: dict[str, str] = {}
     for name in ("cpu", "memory"):
-        pair = _get(role, name, None)
-        if request := _quantity(_get(pair, "request")):
+        pair = field_of(role, name, None)
+        if request := _quantity(field_of(pair, "request")):
             requests[name] = request
-        if limit := _quantity(_get(pair, "limit")):
+        if limit := _quantity(field_of(pair, "limit")):
             limits[name] = limit
     extended: dict[str, str] = {}
-    gpus = _get(role, "gpus", 0)
+    gpus = field_of(role, "gpus", 0)
     if is_count(gpus) and gpus > 0:
         extended[GPU_RESOURCE] = str(gpus)
-    devices = [d for d in as_items(_get(role, "devices", ())) if isinstance(d, (tuple, list))]
+    devices = [d for d in as_items(field_of(role, "devices", ())) if isinstance(d, (tuple, list))]
     for device in sorted((d for d in devices if len(d) == 2), key=lambda d: str(d[0])):
         name, count = device
         if isinstance(name, str) and is_count(count) and count > 0:
@@ -205,14 +166,14 @@ def _resources(role: object) -> dict[str, dict[str, str]]:
 
 def _volume(index: int, mount: object) -> dict[str, Any]:
     name = f"mount-{index}"
-    if _get(mount, "kind") == "host_path":
-        source = as_text(_get(mount, "source"))
+    if field_of(mount, "kind") == "host_path":
+        source = as_text(field_of(mount, "source"))
         return {"name": name, "hostPath": {"path": source, "type": "Directory"}}
     claim = {
         "accessModes": ["ReadWriteMany"],
-        "storageClassName": as_text(_get(mount, "storage_class")),
+        "storageClassName": as_text(field_of(mount, "storage_class")),
         "resources": {
-            "requests": {"storage": as_text(_get(mount, "size")) or DEFAULT_OBJECT_STORAGE_SIZE}
+            "requests": {"storage": as_text(field_of(mount, "size")) or DEFAULT_OBJECT_STORAGE_SIZE}
         },
     }
     return {"name": name, "ephemeral": {"volumeClaimTemplate": {"spec": claim}}}
@@ -221,7 +182,9 @@ def _volume(index: int, mount: object) -> dict[str, Any]:
 def _container(role: object, script: str) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": CONTAINER_NAME,
-        "image": pinned_image(as_text(_get(role, "image")), as_text(_get(role, "image_digest"))),
+        "image": pinned_image(
+            as_text(field_of(role, "image")), as_text(field_of(role, "image_digest"))
+        ),
         "command": ["bash", "-c"],
         "args": [script],
     }
@@ -229,10 +192,10 @@ def _container(role: object, script: str) -> dict[str, Any]:
         container["env"] = env
     if resources := _resources(role):
         container["resources"] = resources
-    mounts = as_items(_get(role, "mounts", ()))
+    mounts = as_items(field_of(role, "mounts", ()))
     if mounts:
         container["volumeMounts"] = [
-            {"name": f"mount-{i}", "mountPath": as_text(_get(m, "target"))}
+            {"name": f"mount-{i}", "mountPath": as_text(field_of(m, "target"))}
             for i, m in enumerate(mounts)
         ]
     return container
@@ -241,10 +204,10 @@ def _container(role: object, script: str) -> dict[str, Any]:
 def _task(role: object, plan: TaskPlan, script: str, job_name: str) -> dict[str, Any]:
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
-        "nodeSelector": dict(sorted(_selector(role).items())),
+        "nodeSelector": dict(sorted(role_selector(role).items())),
         "containers": [_container(role, script)],
     }
-    if mounts := as_items(_get(role, "mounts", ())):
+    if mounts := as_items(field_of(role, "mounts", ())):
         pod_spec["volumes"] = [_volume(i, m) for i, m in enumerate(mounts)]
     return {
         "name": plan.task_name,
@@ -261,13 +224,13 @@ def _job_spec(spec: JobSpec, ctx: CheckContext) -> dict[str, Any]:
     plans = plan_tasks(spec, ctx)
     scripts = start_scripts(spec, ctx)
     roles = spec_roles(spec)
-    job_name = as_text(_get(spec, "name"))
+    job_name = as_text(field_of(spec, "name"))
     section: dict[str, Any] = {"minAvailable": sum(plan.replicas for plan in plans)}
-    if domain := as_text(_get(spec, "network_domain")):
+    if domain := as_text(field_of(spec, "network_domain")):
         section["networkDomain"] = domain
     if keys := _ssh_keys(spec):
         section["sshAuthorizedKeys"] = keys
-    if log_dir := as_text(_get(spec, "tensorboard_log_dir")):
+    if log_dir := as_text(field_of(spec, "tensorboard_log_dir")):
         section["tensorboard"] = {"logDir": log_dir}
     section["tasks"] = [
         _task(role, plan, script, job_name)
@@ -294,16 +257,16 @@ def _render(spec: JobSpec, ctx: CheckContext) -> tuple[dict[str, Any], str]:
     """The manifest, and the YAML of its ``spec`` (hashed into an annotation)."""
     job_spec = _job_spec(spec, ctx)
     spec_yaml = dump_yaml(job_spec)
-    deployment_parameters = _get(spec, "deployment_parameters_id", None)
+    deployment_parameters = field_of(spec, "deployment_parameters_id", None)
     metadata = {
-        "name": as_text(_get(spec, "name")),
+        "name": as_text(field_of(spec, "name")),
         "namespace": _namespace(spec, ctx),
         "labels": {
             "app.kubernetes.io/managed-by": MANAGED_BY,
-            LABEL_TEAM: as_text(_get(spec, "team")),
+            LABEL_TEAM: as_text(field_of(spec, "team")),
         },
         "annotations": {
-            ANNOTATION_LAUNCH_LIST: _record_id(_get(spec, "launch_list_id", None)),
+            ANNOTATION_LAUNCH_LIST: _record_id(field_of(spec, "launch_list_id", None)),
             ANNOTATION_DEPLOYMENT_PARAMETERS: _record_id(deployment_parameters),
             ANNOTATION_SPEC_SHA256: _sha256(spec_yaml),
         },

@@ -1,6 +1,6 @@
 """Frozen, database-free views of a job draft and of the world it is checked against.
 
-The findings engine (`jobs.findings`) and the manifest renderer (`jobs.render`) are
+The findings engine (`jobs.core.findings`) and the manifest renderer (`jobs.core.render`) are
 pure functions over these types. `jobs.context` builds them from the database;
 tests build them by hand. Values are kept exactly as the user gave them (a GPU count
 may be the string ``"eight"``) so that bad input is reported, never lost.
@@ -38,8 +38,13 @@ __all__ = [
     "VerificationView",
     "as_items",
     "as_text",
+    "field_of",
+    "header_index",
     "is_count",
+    "role_match",
+    "role_selector",
     "selector_key",
+    "spec_roles",
 ]
 
 Severity = Literal["error", "warning"]
@@ -188,3 +193,46 @@ def as_items(value: object) -> tuple[Any, ...]:
 def is_count(value: object) -> bool:
     """Whether `value` is a real int (``True`` and ``8.0`` are not counts)."""
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+# -- reading a spec that may not have been checked -------------------------------------------
+
+
+def field_of(obj: object, name: str, default: Any = "") -> Any:
+    """`obj.name`, or `default` when a hand-built or malformed draft lacks it."""
+    return getattr(obj, name, default)
+
+
+def role_selector(role: object) -> dict[str, str]:
+    """The role's conditions; {} unless every one is a pair of strings."""
+    pairs = as_items(field_of(role, "selector", ()))
+    valid = [
+        (p[0], p[1])
+        for p in pairs
+        if isinstance(p, (tuple, list)) and len(p) == 2
+        if isinstance(p[0], str) and isinstance(p[1], str)
+    ]
+    return dict(valid) if len(valid) == len(pairs) else {}
+
+
+def role_match(role: object, ctx: CheckContext) -> SelectorMatch:
+    """The global matches of the role's selector (none for an empty or malformed selector)."""
+    selector = role_selector(role)
+    return ctx.match_for(selector) if selector else SelectorMatch(nodes=())
+
+
+def spec_roles(spec: JobSpec) -> tuple[Any, ...]:
+    """The spec's roles (none when `roles` is not a list or tuple)."""
+    roles = field_of(spec, "roles", ())
+    return tuple(roles) if isinstance(roles, (list, tuple)) else ()
+
+
+def header_index(spec: JobSpec) -> int | None:
+    """The position of the Header role (the first role named exactly `spec.header_role`)."""
+    header = field_of(spec, "header_role")
+    if not isinstance(header, str) or not header:
+        return None
+    for index, role in enumerate(spec_roles(spec)):
+        if field_of(role, "name") == header:
+            return index
+    return None

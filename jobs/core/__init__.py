@@ -1,0 +1,7 @@
+"""The pure core of a job: what a draft is (spec), every rule about it (findings), and what it
+renders to (render, startscript), with the parsers they use (quantities, images, sshkeys).
+
+Nothing here reads or writes the database: `jobs.context` loads a `CheckContext` and a
+`JobSpec` from the models, and these modules compute over them. An import-linter contract
+(pyproject.toml) keeps `django.db` and every models module out of this package.
+"""

@@ -1,0 +1,62 @@
+"""The single validation engine: every rule of SPEC section 4, as findings.
+
+`check(spec, ctx)` is pure (no database: everything outside the draft comes from `ctx`)
+and total: it never raises, whatever the draft holds (wrong types, huge or hostile
+strings). Findings come in a stable order: the job itself, then each role in order,
+then the common configuration, then the size of what would be rendered. Every code,
+its severity and meaning is listed in docs/findings.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from jobs.core.findings.base import CheckedRole, has_errors
+from jobs.core.findings.common import MAX_MANIFEST_SCRIPT_BYTES, common_findings, size_findings
+from jobs.core.findings.images import image_findings
+from jobs.core.findings.job import job_findings, role_name_findings
+from jobs.core.findings.mounts import SYSTEM_DIRECTORIES, SYSTEM_TREES, mount_findings
+from jobs.core.findings.placement import (
+    cluster_findings,
+    device_findings,
+    gpu_findings,
+    selector_findings,
+)
+from jobs.core.findings.resources import resource_findings
+from jobs.core.findings.scripts import env_findings, script_findings
+from jobs.core.spec import CheckContext, Finding, JobSpec, field_of, spec_roles
+
+__all__ = [
+    "MAX_MANIFEST_SCRIPT_BYTES",
+    "SYSTEM_DIRECTORIES",
+    "SYSTEM_TREES",
+    "Finding",
+    "check",
+    "has_errors",
+]
+
+
+def _role_findings(r: CheckedRole, earlier_names: Sequence[object]) -> Iterator[Finding]:
+    yield from role_name_findings(r, earlier_names)
+    yield from cluster_findings(r)
+    yield from selector_findings(r)
+    yield from gpu_findings(r)
+    yield from device_findings(r)
+    yield from resource_findings(r)
+    yield from image_findings(r)
+    yield from script_findings(field_of(r.role, "prepare_script"), r.finding, "prepare_script")
+    yield from env_findings(r)
+    yield from mount_findings(r)
+
+
+def check(spec: JobSpec, ctx: CheckContext) -> list[Finding]:
+    """Every finding for `spec` against `ctx`, in a stable order; never raises."""
+    findings = list(job_findings(spec, ctx))
+    roles = spec_roles(spec)
+    names: list[object] = []
+    for index, role in enumerate(roles):
+        findings += _role_findings(CheckedRole(spec=spec, ctx=ctx, index=index, role=role), names)
+        names.append(field_of(role, "name", None))
+    findings += common_findings(spec, ctx, roles)
+    findings += size_findings(spec, ctx, roles)
+    return findings
