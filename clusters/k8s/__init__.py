@@ -29,10 +29,21 @@ from clusters.k8s.jobs import (
 )
 from clusters.k8s.kubeconfig import credentials_from_kubeconfig
 from clusters.k8s.nodes import NodeInfo, is_tracked_resource, iter_node_pages, parse_count
+from clusters.k8s.pods import (
+    DEFAULT_LOG_BYTES,
+    ContainerState,
+    EventInfo,
+    PodInfo,
+    PodLog,
+    list_events,
+    list_pods,
+    read_pod_log,
+)
 from clusters.k8s.retry import backoff_delays
 from clusters.k8s.storage import list_storage_classes
 
 __all__ = [
+    "DEFAULT_LOG_BYTES",
     "DEFAULT_TIMEOUT",
     "JOB_API_VERSION",
     "JOB_GROUP",
@@ -41,11 +52,15 @@ __all__ = [
     "JOB_VERSION",
     "AlreadyExists",
     "BadRequest",
+    "ContainerState",
     "Credentials",
+    "EventInfo",
     "Invalid",
     "KubeError",
     "NodeInfo",
     "NotFound",
+    "PodInfo",
+    "PodLog",
     "ServerError",
     "TooManyRequests",
     "Unauthorized",
@@ -58,7 +73,10 @@ __all__ = [
     "get_job",
     "is_tracked_resource",
     "iter_node_pages",
+    "list_events",
     "list_jobs",
+    "list_pods",
     "list_storage_classes",
     "parse_count",
+    "read_pod_log",
 ]

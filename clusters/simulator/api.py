@@ -7,6 +7,7 @@ import re
 import secrets
 import string
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from clusters.simulator.objects import (
@@ -19,6 +20,11 @@ from clusters.simulator.objects import (
     list_object,
     success_status,
 )
+from clusters.simulator.podquery import (
+    LogOptions,
+    parse_event_field_selector,
+    parse_label_selector,
+)
 from clusters.simulator.routing import Request, Response, Router
 from clusters.simulator.schema import Admission, Cause, JobSchema
 from clusters.simulator.state import ClusterState, Page
@@ -30,6 +36,8 @@ _DNS_SUBDOMAIN = re.compile(
     r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 )
 _UNSUPPORTED_QUERY = ("labelSelector", "fieldSelector", "watch")
+_LOG_FOLLOW_SECONDS = 2.0
+"""How long a `follow=true` log request keeps streaming new lines before it ends."""
 _SUFFIX_ALPHABET = string.ascii_lowercase + string.digits
 
 
@@ -39,9 +47,9 @@ class ClusterContext:
     schema: JobSchema
 
 
-def _limit(request: Request) -> int | None:
+def _limit(request: Request, *, supported: tuple[str, ...] = ()) -> int | None:
     for key in _UNSUPPORTED_QUERY:
-        if request.query.get(key):
+        if key not in supported and request.query.get(key):
             raise ApiError(400, f"the fleet simulator does not support {key}")
     text = request.query.get("limit")
     if not text:
@@ -52,11 +60,12 @@ def _limit(request: Request) -> int | None:
         raise ApiError(400, f"limit must be an integer, not {text!r}") from exc
 
 
-def _page(cluster: ClusterState, request: Request, *, kind: str, items: Any) -> Page:
+def _page(cluster: ClusterState, request: Request, *, kind: str, items: Any,
+          supported: tuple[str, ...] = ()) -> Page:
     return cluster.page(
         kind=kind,
         items=items,
-        limit=_limit(request),
+        limit=_limit(request, supported=supported),
         continue_token=request.query.get("continue"),
     )
 
@@ -127,6 +136,65 @@ def delete_job(context: ClusterContext, request: Request, namespace: str, name: 
     deleted = context.cluster.delete_job(namespace, name)
     details = job_details(name, uid=deleted["metadata"]["uid"])
     return Response(200, success_status(details=details))
+
+
+def list_pods(context: ClusterContext, request: Request, namespace: str) -> Response:
+    """Pods of a namespace, filtered by `labelSelector`, paginated like nodes."""
+    cluster = context.cluster
+    cluster.require_namespace(namespace)
+    text = request.query.get("labelSelector", "")
+    selector = parse_label_selector(text)
+    page = _page(
+        cluster, request, kind=f"pods/{namespace}/{text}", supported=("labelSelector",),
+        items=lambda: [p for p in cluster.pod_items(namespace)
+                       if selector(p["metadata"].get("labels") or {})],
+    )
+    return _list_response(page, api_version="v1", kind="PodList")
+
+
+def get_pod(context: ClusterContext, request: Request, namespace: str, name: str) -> Response:
+    context.cluster.require_namespace(namespace)
+    return Response(200, context.cluster.get_pod(namespace, name))
+
+
+def read_pod_log(context: ClusterContext, request: Request, namespace: str,
+                 name: str) -> Response:
+    """The container log as text: `tailLines`, `sinceSeconds`/`sinceTime`, `previous`,
+    `timestamps`, `limitBytes`, and `follow` (streams new lines for a bounded time)."""
+    cluster = context.cluster
+    cluster.require_namespace(namespace)
+    options = LogOptions.from_query(request.query)
+    pod = cluster.get_pod(namespace, name)
+    container = options.container
+    names = [c["name"] for c in pod["status"]["containerStatuses"]]
+    if container and container not in names:
+        raise ApiError(400, f"container {container} is not valid for pod {name}")
+    lines = cluster.pod_log(namespace, name, previous=options.previous)
+    text = options.render(lines, now=datetime.now(UTC))
+    if not options.follow:
+        return Response(200, text)
+    seen = len(lines)
+
+    def more() -> str:
+        nonlocal seen
+        current = cluster.pod_log(namespace, name, previous=options.previous)
+        fresh, seen = current[seen:], len(current)
+        return options.render(fresh, now=datetime.now(UTC), tail=False)
+
+    return Response(200, text, stream=(more, _LOG_FOLLOW_SECONDS))
+
+
+def list_events(context: ClusterContext, request: Request, namespace: str) -> Response:
+    """Events of a namespace; `fieldSelector` on `involvedObject.*`, `type` and `reason`."""
+    cluster = context.cluster
+    cluster.require_namespace(namespace)
+    text = request.query.get("fieldSelector", "")
+    match = parse_event_field_selector(text)
+    page = _page(
+        cluster, request, kind=f"events/{namespace}/{text}", supported=("fieldSelector",),
+        items=lambda: cluster.event_items(namespace, match),
+    )
+    return _list_response(page, api_version="v1", kind="EventList")
 
 
 def _job_name(metadata: dict[str, Any]) -> str:
@@ -213,6 +281,10 @@ def build_router() -> Router:
     router = Router()
     router.add("GET", "/version", version)
     router.add("GET", "/api/v1/nodes", list_nodes)
+    router.add("GET", f"/api/v1/namespaces/{_NAMESPACE}/pods", list_pods)
+    router.add("GET", f"/api/v1/namespaces/{_NAMESPACE}/pods/{_NAME}", get_pod)
+    router.add("GET", f"/api/v1/namespaces/{_NAMESPACE}/pods/{_NAME}/log", read_pod_log)
+    router.add("GET", f"/api/v1/namespaces/{_NAMESPACE}/events", list_events)
     router.add("GET", f"/api/v1/nodes/{_NAME}", get_node)
     router.add("GET", "/apis/storage.k8s.io/v1/storageclasses", list_storage_classes)
     router.add("GET", f"{_JOBS}/jobs", list_all_jobs)

@@ -20,12 +20,55 @@ from clusters.simulator.fleet import (
     node_spec_from_dict,
 )
 from clusters.simulator.objects import ApiError, now_timestamp
+from clusters.simulator.pods import POD_PHASES, ContainerEnd, PodOverride
 from clusters.simulator.routing import Request, Response, Router
 from clusters.simulator.state import ClusterState
 
 _CLUSTER = r"/clusters/(?P<cluster>[^/]+)"
 _NODE = _CLUSTER + r"/nodes/(?P<node>[^/]+)"
 _JOB = _CLUSTER + r"/namespaces/(?P<namespace>[^/]+)/jobs/(?P<name>[^/]+)"
+_POD = _CLUSTER + r"/namespaces/(?P<namespace>[^/]+)/pods/(?P<pod>[^/]+)"
+_END_SCHEMA: dict[str, Any] = {
+    "type": ["object", "null"],
+    "additionalProperties": False,
+    "required": ["reason", "exitCode"],
+    "properties": {
+        "reason": {"type": "string", "minLength": 1},
+        "exitCode": {"type": "integer"},
+        "message": {"type": "string"},
+    },
+}
+_POD_PATCH_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "phase": {"enum": [*POD_PHASES, None]},
+        "restarts": {"type": "integer", "minimum": 0},
+        "waiting": {
+            "type": ["object", "null"],
+            "additionalProperties": False,
+            "required": ["reason"],
+            "properties": {"reason": {"type": "string", "minLength": 1},
+                           "message": {"type": "string"}},
+        },
+        "terminated": _END_SCHEMA,
+        "lastTerminated": _END_SCHEMA,
+    },
+}
+_LOG_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["lines"],
+    "properties": {
+        "lines": {"type": "array", "items": {"type": "string"}, "maxItems": 100000},
+        "previous": {"type": "boolean"},
+    },
+}
+_WAITING_EVENTS = {
+    "CrashLoopBackOff": ("BackOff", "Back-off restarting failed container main in pod {pod}"),
+    "ImagePullBackOff": ("BackOff", 'Back-off pulling image "{image}"'),
+    "ErrImagePull": ("Failed", 'Failed to pull image "{image}": rpc error: not found'),
+}
 
 _NODE_PATCH_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -140,7 +183,75 @@ def set_job_phase(
             message=document.get("message"),
             now=now_timestamp(),
         )
-        return Response(200, state.replace_job_status(namespace, name, status))
+        updated = state.replace_job_status(namespace, name, status)
+        if document["phase"] in ("Succeeded", "Failed") and job["status"].get("phase") != \
+                document["phase"]:
+            state.record_event(
+                updated, kind="Job", name=name, reason=document["phase"],
+                message=document.get("message") or f"Job {document['phase'].lower()}",
+                type="Normal" if document["phase"] == "Succeeded" else "Warning",
+            )
+        return Response(200, updated)
+
+
+def _end(document: dict[str, Any] | None) -> ContainerEnd | None:
+    if document is None:
+        return None
+    return ContainerEnd(reason=document["reason"], exit_code=document["exitCode"],
+                        message=document.get("message", ""), finished_at=now_timestamp())
+
+
+def patch_pod(simulator: Simulator, request: Request, cluster: str, namespace: str,
+              pod: str) -> Response:
+    """Set a pod's phase, restart count, waiting or terminated state; a restart moves the
+    current log to the previous container's. Emits the kubelet's events for the change."""
+    state = _cluster(simulator, cluster)
+    document = request.json()
+    _require(_POD_PATCH_SCHEMA, document)
+    with state.lock:
+        job, override = state.override_pod(namespace, pod)
+        if "phase" in document:
+            override.phase = document["phase"]
+        restarts = document.get("restarts", override.restarts)
+        if restarts > override.restarts:
+            override.previous_lines, override.current_lines = override.current_lines, []
+        override.restarts = restarts
+        if "waiting" in document:
+            waiting = document["waiting"] or {}
+            override.waiting_reason = waiting.get("reason")
+            override.waiting_message = waiting.get("message", "")
+        if "terminated" in document:
+            override.terminated = _end(document["terminated"])
+        if "lastTerminated" in document:
+            override.last_terminated = _end(document["lastTerminated"])
+        _pod_events(state, job, pod, override)
+        return Response(200, state.get_pod(namespace, pod))
+
+
+def _pod_events(state: ClusterState, job: dict[str, Any], pod: str,
+                override: PodOverride) -> None:
+    if override.waiting_reason in _WAITING_EVENTS:
+        reason, template = _WAITING_EVENTS[override.waiting_reason]
+        image = state.get_pod(job["metadata"]["namespace"], pod)["status"][
+            "containerStatuses"][0]["image"]
+        state.record_event(job, kind="Pod", name=pod, reason=reason, type="Warning",
+                           message=template.format(pod=pod, image=image))
+    end = override.terminated
+    if end is not None and end.exit_code != 0:
+        state.record_event(job, kind="Pod", name=pod, reason="Failed", type="Warning",
+                           message=f"Container main terminated: {end.reason} "
+                                   f"(exit code {end.exit_code})")
+
+
+def append_pod_log(simulator: Simulator, request: Request, cluster: str, namespace: str,
+                   pod: str) -> Response:
+    """Append lines to the pod's current (or, with `previous`, previous) container log."""
+    state = _cluster(simulator, cluster)
+    document = request.json()
+    _require(_LOG_SCHEMA, document)
+    total = state.append_log(namespace, pod, document["lines"],
+                             previous=bool(document.get("previous")))
+    return Response(200, {"lines": total})
 
 
 def created_bodies(simulator: Simulator, request: Request, cluster: str) -> Response:
@@ -175,6 +286,8 @@ def build_router() -> Router:
     router.add("PATCH", _NODE, patch_node)
     router.add("DELETE", _NODE, remove_node)
     router.add("POST", _JOB + "/phase", set_job_phase)
+    router.add("PATCH", _POD, patch_pod)
+    router.add("POST", _POD + "/log", append_pod_log)
     router.add("GET", _CLUSTER + "/creates", created_bodies)
     router.add("GET", _CLUSTER + "/requests", received_requests)
     router.add("POST", "/tick", tick)

@@ -18,6 +18,7 @@ from typing import Any
 
 from clusters.simulator.fleet import NodeSpec
 from clusters.simulator.objects import now_timestamp
+from clusters.simulator.pods import main_container, pod_refs
 from clusters.simulator.quantity import parse_count
 from clusters.simulator.state import ClusterState
 
@@ -167,9 +168,34 @@ def reconcile_cluster(
             new = pending_status(status, problems, now) if problems else running_status(status, now)
             if _comparable(new) != _comparable(status):
                 metadata = job["metadata"]
-                cluster.replace_job_status(metadata["namespace"], metadata["name"], new)
+                updated = cluster.replace_job_status(metadata["namespace"], metadata["name"], new)
+                _pod_events(cluster, updated, problems, candidates)
                 changed += 1
     return changed
+
+
+def _pod_events(
+    cluster: ClusterState, job: dict[str, Any], problems: list[str], nodes: list[NodeSpec]
+) -> None:
+    """The scheduler's and kubelet's events after a Job's pods were (not) placed."""
+    if problems:
+        message = "0/{} nodes are available: {}".format(len(nodes), "; ".join(problems))
+        for ref in pod_refs(job):
+            cluster.record_event(job, kind="Pod", name=ref.name, reason="FailedScheduling",
+                                 message=message, type="Warning")
+        return
+    placement = cluster.place_pods(job, nodes)
+    namespace = job["metadata"]["namespace"]
+    for ref in pod_refs(job):
+        image = main_container(ref.template).get("image") or ""
+        for reason, message in (
+            ("Scheduled", f"Successfully assigned {namespace}/{ref.name} to "
+                          f"{placement.get(ref.name) or '?'}"),
+            ("Pulled", f'Container image "{image}" already present on machine'),
+            ("Created", "Created container main"),
+            ("Started", "Started container main"),
+        ):
+            cluster.record_event(job, kind="Pod", name=ref.name, reason=reason, message=message)
 
 
 def _comparable(status: dict[str, Any]) -> dict[str, Any]:

@@ -31,9 +31,16 @@ class Request:
 
 @dataclass
 class Response:
+    """An answer: `document` is JSON, or text when it is a `str`.
+
+    `stream`, for a text answer, is (more, seconds): after the text, the server sends what
+    `more()` returns every tenth of a second for `seconds`, then closes (a bounded follow).
+    """
+
     code: int
     document: Any
     headers: list[tuple[str, str]] = field(default_factory=list)
+    stream: tuple[Callable[[], str], float] | None = None
 
 
 Handler = Callable[..., Response]

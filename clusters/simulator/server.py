@@ -8,6 +8,7 @@ import json
 import socket
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -165,17 +166,36 @@ class SimulatorRequestHandler(BaseHTTPRequestHandler):
 
     def _write(self, response: Response) -> None:
         document = response.document
+        content_type = "application/json"
         if isinstance(document, EncodedJSON):
             payload = document.body
+        elif isinstance(document, str):
+            payload, content_type = document.encode(), "text/plain"
         else:
             payload = json.dumps(document).encode()
         self.send_response(response.code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
+        self.send_header("Content-Type", content_type)
+        if response.stream is None:
+            self.send_header("Content-Length", str(len(payload)))
+        else:
+            self.send_header("Connection", "close")
         for name, value in response.headers:
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(payload)
+        if response.stream is not None:
+            self._follow(*response.stream)
+
+    def _follow(self, more: Callable[[], str], seconds: float) -> None:
+        """Send new text every tenth of a second for `seconds`, then close the connection."""
+        self.close_connection = True
+        deadline = time.monotonic() + seconds
+        stopping = self.server.simulator.stopping
+        while time.monotonic() < deadline and not stopping.wait(0.1):
+            text = more()
+            if text:
+                self.wfile.write(text.encode())
+                self.wfile.flush()
 
 
 def _status_response(error: ApiError) -> Response:

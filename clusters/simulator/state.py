@@ -24,6 +24,7 @@ import uuid
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from clusters.simulator.faults import FaultInjector, FaultSpec
@@ -34,11 +35,20 @@ from clusters.simulator.objects import (
     job_details,
     node_object,
     now_timestamp,
+    stable_uid,
     storage_class_object,
+)
+from clusters.simulator.pods import (
+    PodOverride,
+    PodRef,
+    pod_object,
+    pod_refs,
+    timed_start_lines,
 )
 
 _MAX_SNAPSHOTS = 128
 _REQUEST_LOG_SIZE = 2000
+_MAX_EVENTS = 5000
 
 Object = dict[str, Any]
 
@@ -92,6 +102,9 @@ class ClusterState:
         self._sorted_nodes: list[Object] | None = None
         self._encoded_nodes = _EncodedObjects()
         self._jobs: dict[tuple[str, str], Object] = {}
+        self._pod_overrides: dict[tuple[str, str], PodOverride] = {}
+        self._placements: dict[tuple[str, str], dict[str, str]] = {}
+        self._events: OrderedDict[tuple[str, str, str, str], Object] = OrderedDict()
         self._snapshots: OrderedDict[str, tuple[int, list[Object]]] = OrderedDict()
         self.create_log: list[dict[str, Any]] = []
         self.request_log: deque[dict[str, Any]] = deque(maxlen=_REQUEST_LOG_SIZE)
@@ -234,12 +247,19 @@ class ClusterState:
                 "status": {"phase": "Pending", "conditions": [], "lastTransitionTime": now},
             }
             self._jobs[(namespace, name)] = job
+            for ref in pod_refs(job):
+                self.record_event(job, kind="Job", name=name, reason="SuccessfulCreate",
+                                  message=f"Created pod: {ref.name}")
             return job
 
     def delete_job(self, namespace: str, name: str) -> Object:
+        """Remove the Job and its pods (their events stay, as on a real cluster)."""
         with self.lock:
             job = self.get_job(namespace, name)
             del self._jobs[(namespace, name)]
+            for ref in pod_refs(job):
+                self._pod_overrides.pop((namespace, ref.name), None)
+            self._placements.pop((namespace, name), None)
             self._bump()
             return job
 
@@ -284,6 +304,111 @@ class ClusterState:
         """The newest resourceVersion handed out: changes whenever anything changed."""
         with self.lock:
             return self._resource_version
+
+    # Pods
+
+    def place_pods(self, job: Object, nodes: list[NodeSpec]) -> dict[str, str]:
+        """Pin each pod of a Job to a node (once): replica i of a task on the i-th ready node
+        matching the task's selector, by name; "" when there are too few."""
+        with self.lock:
+            key = (job["metadata"]["namespace"], job["metadata"]["name"])
+            if key not in self._placements:
+                self._placements[key] = _placement(job, nodes)
+            return self._placements[key]
+
+    def _pods_of(self, job: Object) -> list[tuple[PodRef, Object]]:
+        namespace = job["metadata"]["namespace"]
+        placed = (job.get("status") or {}).get("startTime") is not None
+        nodes = self.place_pods(job, self.node_specs()) if placed else {}
+        pods = []
+        for ref in pod_refs(job):
+            override = self._pod_overrides.get((namespace, ref.name))
+            pod = pod_object(job, ref, cluster=self.spec.name, node=nodes.get(ref.name, ""),
+                             override=override, resource_version=self._pod_version(job, override))
+            pods.append((ref, pod))
+        return pods
+
+    def _pod_version(self, job: Object, override: PodOverride | None) -> int:
+        version = int(job["metadata"]["resourceVersion"])
+        return max(version, override.version) if override is not None else version
+
+    def pod_items(self, namespace: str) -> list[Object]:
+        with self.lock:
+            return [pod for job in self.job_items(namespace) for _, pod in self._pods_of(job)]
+
+    def _find_pod(self, namespace: str, name: str) -> tuple[Object, PodRef, Object]:
+        for job in self.job_items(namespace):
+            for ref, pod in self._pods_of(job):
+                if ref.name == name:
+                    return job, ref, pod
+        raise ApiError(404, f'pods "{name}" not found', details={"name": name, "kind": "pods"})
+
+    def get_pod(self, namespace: str, name: str) -> Object:
+        with self.lock:
+            return self._find_pod(namespace, name)[2]
+
+    def pod_log(self, namespace: str, name: str, *, previous: bool) -> list[tuple[Any, str]]:
+        """The (time, line) pairs of the pod's current or previous container."""
+        with self.lock:
+            job, ref, pod = self._find_pod(namespace, name)
+            override = self._pod_overrides.get((namespace, name))
+            node = pod["spec"].get("nodeName", "")
+            if previous:
+                if override is None or override.restarts == 0:
+                    raise ApiError(400, f'previous terminated container "main" in pod "{name}" '
+                                        "not found")
+                return [*timed_start_lines(job, ref, node), *override.previous_lines]
+            if not pod["status"].get("startTime"):
+                raise ApiError(400, f'container "main" in pod "{name}" is waiting to start: '
+                                    "ContainerCreating")
+            appended = override.current_lines if override is not None else []
+            return [*timed_start_lines(job, ref, node), *appended]
+
+    def override_pod(self, namespace: str, name: str) -> tuple[Object, PodOverride]:
+        """The pod's Job and its override (created on first use), under the lock."""
+        job, _, _ = self._find_pod(namespace, name)
+        override = self._pod_overrides.setdefault((namespace, name), PodOverride())
+        override.version = self._bump()
+        return job, override
+
+    def append_log(self, namespace: str, name: str, lines: list[str], *, previous: bool) -> int:
+        with self.lock:
+            _, override = self.override_pod(namespace, name)
+            target = override.previous_lines if previous else override.current_lines
+            moment = datetime.now(UTC)
+            if target and target[-1][0] >= moment:
+                moment = target[-1][0] + timedelta(microseconds=1)
+            for offset, line in enumerate(lines):
+                target.append((moment + timedelta(microseconds=offset), line))
+            return len(target)
+
+    # Events
+
+    def record_event(self, job: Object, *, kind: str, name: str, reason: str, message: str,
+                     type: str = "Normal") -> None:
+        """Add an event about the Job or one of its pods; a repeat bumps `count` instead."""
+        with self.lock:
+            namespace = job["metadata"]["namespace"]
+            uid = job["metadata"]["uid"] if kind == "Job" else stable_uid(
+                self.spec.name, job["metadata"]["uid"], "pod", name)
+            key = (namespace, uid, reason, message)
+            now = now_timestamp()
+            existing = self._events.pop(key, None)
+            if existing is not None:
+                event = {**existing, "count": existing["count"] + 1, "lastTimestamp": now,
+                         "metadata": {**existing["metadata"],
+                                      "resourceVersion": str(self._bump())}}
+            else:
+                event = _event(namespace, kind=kind, name=name, uid=uid, reason=reason,
+                               message=message, type=type, now=now, version=self._bump(),
+                               api_version=job["apiVersion"] if kind == "Job" else "v1")
+            self._events[key] = event
+            while len(self._events) > _MAX_EVENTS:
+                self._events.popitem(last=False)
+
+    def event_items(self, namespace: str, match: Callable[[Object], bool]) -> list[Object]:
+        with self.lock:
+            return [e for (ns, *_), e in self._events.items() if ns == namespace and match(e)]
 
     # Pagination
 
@@ -389,6 +514,36 @@ class _EncodedObjects:
 
     def forget(self, name: str) -> None:
         self._entries.pop(name, None)
+
+
+def _placement(job: Object, nodes: list[NodeSpec]) -> dict[str, str]:
+    placement: dict[str, str] = {}
+    ready = sorted((node for node in nodes if node.ready), key=lambda node: node.name)
+    for ref in pod_refs(job):
+        selector = (ref.template.get("spec") or {}).get("nodeSelector") or {}
+        fitting = [n for n in ready if all(n.labels.get(k) == v for k, v in selector.items())]
+        placement[ref.name] = fitting[ref.index].name if ref.index < len(fitting) else ""
+    return placement
+
+
+def _event(namespace: str, *, kind: str, name: str, uid: str, reason: str, message: str,
+           type: str, now: str, version: int, api_version: str) -> Object:
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{name}.{version:x}", "namespace": namespace,
+                     "uid": str(uuid.uuid4()), "resourceVersion": str(version),
+                     "creationTimestamp": now},
+        "involvedObject": {"apiVersion": api_version, "kind": kind, "name": name,
+                           "namespace": namespace, "uid": uid},
+        "reason": reason,
+        "message": message,
+        "type": type,
+        "count": 1,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "source": {"component": "rlark-sim-controller" if kind == "Job" else "kubelet"},
+    }
 
 
 def _merged(base: dict[str, str], changes: dict[str, str | None] | None) -> dict[str, str]:

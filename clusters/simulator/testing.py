@@ -156,6 +156,19 @@ class SimulatorHandle(ABC):
         path = self._cluster_path(cluster, "namespaces", namespace, "jobs", name, "phase")
         return dict(self.control("POST", path, body))
 
+    def patch_pod(self, cluster: str, namespace: str, pod: str, **fields: Any) -> dict[str, Any]:
+        """Set a pod's `phase`, `restarts`, `waiting`, `terminated` or `lastTerminated`
+        (see docs/simulator.md); returns the pod."""
+        path = self._cluster_path(cluster, "namespaces", namespace, "pods", pod)
+        return dict(self.control("PATCH", path, fields))
+
+    def append_pod_log(
+        self, cluster: str, namespace: str, pod: str, lines: list[str], *, previous: bool = False
+    ) -> int:
+        """Append lines to a pod's current (or previous) container log; returns its length."""
+        path = self._cluster_path(cluster, "namespaces", namespace, "pods", pod, "log")
+        return int(self.control("POST", path, {"lines": lines, "previous": previous})["lines"])
+
     def tick(self) -> int:
         """Run one controller pass now; returns how many Jobs changed."""
         return int(self.control("POST", "tick")["changed"])

@@ -1,0 +1,290 @@
+"""Pods, their container logs and events: read-only verbs, bounded in size and time.
+
+`list_pods` and `list_events` follow pagination (transient failures retried per page) up to
+`max_items`; `read_pod_log` reads at most `max_bytes` of text (the rest of the answer is
+discarded and the connection closed) and is not retried: a log read is cheap to repeat by
+the caller and a retried follow would duplicate lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from functools import partial
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from clusters.k8s.client import (
+    DEFAULT_TIMEOUT,
+    Credentials,
+    api_client_for,
+    decode_json,
+    invoke,
+    request_timeout,
+)
+from clusters.k8s.retry import DEFAULT_BASE_DELAY, DEFAULT_READ_ATTEMPTS, call_with_retries
+
+DEFAULT_LOG_BYTES = 1024 * 1024
+"""The most log text one `read_pod_log` returns unless told otherwise."""
+DEFAULT_MAX_ITEMS = 2000
+"""The most pods or events one list returns (further pages are not fetched)."""
+
+
+@dataclass(frozen=True)
+class ContainerState:
+    """A container state: `state` is `waiting`, `running`, `terminated` or "" (none)."""
+
+    state: str = ""
+    reason: str = ""
+    message: str = ""
+    exit_code: int | None = None
+    started_at: str = ""
+    finished_at: str = ""
+
+
+@dataclass(frozen=True)
+class PodInfo:
+    """A pod reduced to what RLark shows and keeps (its main container only)."""
+
+    name: str
+    uid: str
+    labels: dict[str, str]
+    node: str
+    phase: str
+    created_at: str
+    started_at: str
+    container: str
+    restarts: int
+    current: ContainerState
+    previous: ContainerState
+
+
+@dataclass(frozen=True)
+class EventInfo:
+    """One Kubernetes event about an object."""
+
+    kind: str
+    name: str
+    uid: str
+    type: str
+    reason: str
+    message: str
+    count: int
+    first_at: str
+    last_at: str
+
+
+@dataclass(frozen=True)
+class PodLog:
+    """Log text (at most the requested bytes) and whether more was cut off."""
+
+    text: str
+    truncated: bool
+
+
+def _container_state(document: Any) -> ContainerState:
+    if not isinstance(document, dict) or not document:
+        return ContainerState()
+    state, fields = next(iter(document.items()))
+    fields = fields if isinstance(fields, dict) else {}
+    exit_code = fields.get("exitCode")
+    return ContainerState(
+        state=str(state),
+        reason=str(fields.get("reason") or ""),
+        message=str(fields.get("message") or ""),
+        exit_code=exit_code if isinstance(exit_code, int) else None,
+        started_at=str(fields.get("startedAt") or ""),
+        finished_at=str(fields.get("finishedAt") or ""),
+    )
+
+
+def _main_status(pod: dict[str, Any]) -> dict[str, Any]:
+    statuses = [s for s in (pod.get("status") or {}).get("containerStatuses") or []
+                if isinstance(s, dict)]
+    named = [s for s in statuses if s.get("name") == "main"]
+    return (named or statuses or [{}])[0]
+
+
+def pod_info_from_object(pod: dict[str, Any]) -> PodInfo:
+    """Reduce a Pod object (as JSON) to a `PodInfo`."""
+    metadata = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    main = _main_status(pod)
+    return PodInfo(
+        name=str(metadata.get("name") or ""),
+        uid=str(metadata.get("uid") or ""),
+        labels={str(k): str(v) for k, v in (metadata.get("labels") or {}).items()},
+        node=str((pod.get("spec") or {}).get("nodeName") or ""),
+        phase=str(status.get("phase") or ""),
+        created_at=str(metadata.get("creationTimestamp") or ""),
+        started_at=str(status.get("startTime") or ""),
+        container=str(main.get("name") or ""),
+        restarts=int(main.get("restartCount") or 0),
+        current=_container_state(main.get("state")),
+        previous=_container_state(main.get("lastState")),
+    )
+
+
+def event_info_from_object(event: dict[str, Any]) -> EventInfo:
+    involved = event.get("involvedObject") or {}
+    first = event.get("firstTimestamp") or event.get("eventTime") or ""
+    return EventInfo(
+        kind=str(involved.get("kind") or ""),
+        name=str(involved.get("name") or ""),
+        uid=str(involved.get("uid") or ""),
+        type=str(event.get("type") or ""),
+        reason=str(event.get("reason") or ""),
+        message=str(event.get("message") or ""),
+        count=int(event.get("count") or 1),
+        first_at=str(first),
+        last_at=str(event.get("lastTimestamp") or first),
+    )
+
+
+def _list_all(
+    fetch: Callable[[str | None], tuple[int, bytes]], *, max_items: int, attempts: int,
+    base_delay: float,
+) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    continue_token: str | None = None
+    while len(items) < max_items:
+        status, body = call_with_retries(
+            partial(fetch, continue_token), attempts=attempts, base_delay=base_delay
+        )
+        page = decode_json(body, status=status)
+        items.extend(item for item in page.get("items") or [] if isinstance(item, dict))
+        continue_token = (page.get("metadata") or {}).get("continue") or None
+        if continue_token is None:
+            break
+    return items[:max_items]
+
+
+def list_pods(
+    *,
+    credentials: Credentials,
+    namespace: str,
+    label_selector: str = "",
+    page_size: int = 500,
+    max_items: int = DEFAULT_MAX_ITEMS,
+    timeout: float = DEFAULT_TIMEOUT,
+    attempts: int = DEFAULT_READ_ATTEMPTS,
+    base_delay: float = DEFAULT_BASE_DELAY,
+) -> list[PodInfo]:
+    """The pods of `namespace` matching `label_selector` (at most `max_items`)."""
+    api = k8s.CoreV1Api(api_client_for(credentials))
+
+    def fetch(continue_token: str | None) -> tuple[int, bytes]:
+        response: Any = invoke(lambda: api.list_namespaced_pod(
+            namespace, label_selector=label_selector or None, limit=page_size,
+            _continue=continue_token, _preload_content=False,
+            _request_timeout=request_timeout(timeout),
+        ))
+        return response.status, response.data
+
+    items = _list_all(fetch, max_items=max_items, attempts=attempts, base_delay=base_delay)
+    return [pod_info_from_object(item) for item in items]
+
+
+def list_events(
+    *,
+    credentials: Credentials,
+    namespace: str,
+    involved_name: str | None = None,
+    involved_kind: str | None = None,
+    page_size: int = 500,
+    max_items: int = DEFAULT_MAX_ITEMS,
+    timeout: float = DEFAULT_TIMEOUT,
+    attempts: int = DEFAULT_READ_ATTEMPTS,
+    base_delay: float = DEFAULT_BASE_DELAY,
+) -> list[EventInfo]:
+    """Events of `namespace`, narrowed to one involved object's name and/or kind."""
+    api = k8s.CoreV1Api(api_client_for(credentials))
+    terms = [f"involvedObject.name={involved_name}" if involved_name else "",
+             f"involvedObject.kind={involved_kind}" if involved_kind else ""]
+    field_selector = ",".join(term for term in terms if term) or None
+
+    def fetch(continue_token: str | None) -> tuple[int, bytes]:
+        response: Any = invoke(lambda: api.list_namespaced_event(
+            namespace, field_selector=field_selector, limit=page_size,
+            _continue=continue_token, _preload_content=False,
+            _request_timeout=request_timeout(timeout),
+        ))
+        return response.status, response.data
+
+    items = _list_all(fetch, max_items=max_items, attempts=attempts, base_delay=base_delay)
+    return [event_info_from_object(item) for item in items]
+
+
+def _log_query(
+    *, container: str | None, tail_lines: int | None, since_seconds: int | None,
+    since_time: datetime | None, previous: bool, timestamps: bool, limit_bytes: int,
+) -> list[tuple[str, Any]]:
+    query: list[tuple[str, Any]] = [("limitBytes", limit_bytes)]
+    if container:
+        query.append(("container", container))
+    if tail_lines is not None:
+        query.append(("tailLines", tail_lines))
+    if since_seconds is not None:
+        query.append(("sinceSeconds", since_seconds))
+    if since_time is not None:
+        query.append(("sinceTime", since_time.strftime("%Y-%m-%dT%H:%M:%S.%fZ")))
+    if previous:
+        query.append(("previous", "true"))
+    if timestamps:
+        query.append(("timestamps", "true"))
+    return query
+
+
+def read_pod_log(
+    *,
+    credentials: Credentials,
+    namespace: str,
+    name: str,
+    container: str | None = None,
+    tail_lines: int | None = None,
+    since_seconds: int | None = None,
+    since_time: datetime | None = None,
+    previous: bool = False,
+    timestamps: bool = False,
+    max_bytes: int = DEFAULT_LOG_BYTES,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> PodLog:
+    """A container's log text: the last `tail_lines` lines, since a time, or the previous
+    container's; at most `max_bytes` (the server is asked for one byte more, to tell a cut;
+    enforced while reading). Raises `NotFound` for a missing pod and `BadRequest` for a
+    container without a log (not started yet, or no previous container)."""
+    api_client = api_client_for(credentials)
+    query = _log_query(container=container, tail_lines=tail_lines, since_seconds=since_seconds,
+                       since_time=since_time, previous=previous, timestamps=timestamps,
+                       limit_bytes=max_bytes + 1)
+    method, url, headers, body, post = api_client.param_serialize(
+        method="GET", resource_path="/api/v1/namespaces/{namespace}/pods/{name}/log",
+        path_params={"namespace": namespace, "name": name}, query_params=query,
+        header_params={"Accept": "text/plain"}, auth_settings=["BearerToken"],
+    )
+
+    def call() -> PodLog:
+        response = api_client.call_api(method, url, headers, body, post,
+                                       _request_timeout=request_timeout(timeout))
+        return _bounded_text(response.response, max_bytes=max_bytes)
+
+    return invoke(call)
+
+
+def _bounded_text(raw: Any, *, max_bytes: int) -> PodLog:
+    data = b""
+    try:
+        data = raw.read(max_bytes + 1)
+        if raw.status >= 400:
+            data += raw.read(64 * 1024)
+            raise ApiException(status=raw.status, reason=raw.reason, body=data)
+    finally:
+        if len(data) > max_bytes:
+            raw.close()  # the rest of a long answer is not read: drop the connection
+        else:
+            raw.release_conn()
+    truncated = len(data) > max_bytes
+    return PodLog(text=data[:max_bytes].decode("utf-8", errors="replace"), truncated=truncated)

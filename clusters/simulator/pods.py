@@ -1,0 +1,267 @@
+"""Pods, their logs and events, derived from a Job as a Job controller would make them.
+
+Every Task of a Job has `replicas` pods named `<job>-<task>-<index>`. A pod's phase follows
+the Job's (Pending while the Job is Pending, then Running, Succeeded or Failed) unless the
+control endpoint set it (`PodOverride`). Its log is deterministic: lines the start script
+would print (identity, `ray start`, the run script traced as `bash -x` would, `echo` output)
+timed one second apart from the pod's start, then the lines the control endpoint appended.
+
+Pure functions: the state (`clusters/simulator/state.py`) keeps the overrides, appended
+lines, node placements and events, and calls these to build the objects it serves.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from clusters.simulator.objects import stable_uid
+
+MAIN_CONTAINER = "main"
+POD_PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
+LABEL_JOB = "rlinf.io/job"
+LABEL_TASK = "rlinf.io/task"
+LABEL_TASK_INDEX = "rlinf.io/task-index"
+_RUN_HEREDOC = re.compile(r"<<'(RLARK_RUN_[0-9a-f]+)'\n(.*?)\n\1$", re.DOTALL | re.MULTILINE)
+_ECHO = re.compile(r"^echo\s+(.*)$")
+
+Object = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ContainerEnd:
+    """A container's end: `terminated` state fields."""
+
+    reason: str
+    exit_code: int
+    message: str = ""
+    finished_at: str = ""
+
+    def to_state(self, started_at: str) -> Object:
+        state: Object = {
+            "exitCode": self.exit_code,
+            "reason": self.reason,
+            "startedAt": started_at,
+            "finishedAt": self.finished_at or started_at,
+        }
+        if self.message:
+            state["message"] = self.message
+        return {"terminated": state}
+
+
+@dataclass
+class PodOverride:
+    """What the control endpoint set on one pod; unset fields follow the Job."""
+
+    phase: str | None = None
+    restarts: int = 0
+    waiting_reason: str | None = None
+    waiting_message: str = ""
+    terminated: ContainerEnd | None = None
+    last_terminated: ContainerEnd | None = None
+    current_lines: list[tuple[datetime, str]] = field(default_factory=list)
+    previous_lines: list[tuple[datetime, str]] = field(default_factory=list)
+    version: int = 0
+
+
+@dataclass(frozen=True)
+class PodRef:
+    """One replica of one Task of a Job."""
+
+    job: str
+    task: str
+    index: int
+    template: Object
+
+    @property
+    def name(self) -> str:
+        return f"{self.job}-{self.task}-{self.index}"
+
+
+def pod_refs(job: Object) -> list[PodRef]:
+    """The pods a Job has, in task order then replica index."""
+    name = job["metadata"]["name"]
+    refs: list[PodRef] = []
+    for task in (job.get("spec") or {}).get("tasks") or []:
+        if not isinstance(task, dict) or not isinstance(task.get("replicas"), int):
+            continue
+        template = task.get("template") if isinstance(task.get("template"), dict) else {}
+        for index in range(task["replicas"]):
+            refs.append(PodRef(job=name, task=str(task.get("name")), index=index,
+                               template=template or {}))
+    return refs
+
+
+def parse_time(text: str) -> datetime:
+    return datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
+
+
+def format_time(moment: datetime, *, nano: bool = False) -> str:
+    if nano:
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def main_container(template: Object) -> Object:
+    containers = [c for c in (template.get("spec") or {}).get("containers") or []
+                  if isinstance(c, dict)]
+    named = [c for c in containers if c.get("name") == MAIN_CONTAINER]
+    return (named or containers or [{"name": MAIN_CONTAINER}])[0]
+
+
+def _labels(job: Object, ref: PodRef) -> dict[str, str]:
+    template_labels = (ref.template.get("metadata") or {}).get("labels") or {}
+    return {
+        **(job["metadata"].get("labels") or {}),
+        **{str(k): str(v) for k, v in template_labels.items()},
+        LABEL_JOB: ref.job,
+        LABEL_TASK: ref.task,
+        LABEL_TASK_INDEX: str(ref.index),
+    }
+
+
+def pod_phase(job: Object, override: PodOverride | None) -> str:
+    if override is not None and override.phase is not None:
+        return override.phase
+    phase = str((job.get("status") or {}).get("phase") or "Pending")
+    return phase if phase in POD_PHASES else "Pending"
+
+
+def started_at(job: Object) -> str | None:
+    """When the pods started: the Job's `startTime` (None while it never ran)."""
+    return (job.get("status") or {}).get("startTime")
+
+
+def _container_state(job: Object, phase: str, override: PodOverride | None) -> Object:
+    start = started_at(job)
+    if override is not None and override.waiting_reason:
+        return {"waiting": {"reason": override.waiting_reason,
+                            "message": override.waiting_message}}
+    if override is not None and override.terminated is not None and start:
+        return override.terminated.to_state(start)
+    if start is None or phase == "Pending":
+        return {"waiting": {"reason": "ContainerCreating"}}
+    finished = str((job.get("status") or {}).get("completionTime") or start)
+    if phase == "Succeeded":
+        return ContainerEnd("Completed", 0, finished_at=finished).to_state(start)
+    if phase == "Failed":
+        return ContainerEnd("Error", 1, finished_at=finished).to_state(start)
+    return {"running": {"startedAt": start}}
+
+
+def _container_status(job: Object, ref: PodRef, phase: str,
+                      override: PodOverride | None) -> Object:
+    container = main_container(ref.template)
+    state = _container_state(job, phase, override)
+    restarts = override.restarts if override is not None else 0
+    last: Object = {}
+    if override is not None and restarts > 0:
+        end = override.last_terminated or ContainerEnd("Error", 1)
+        last = end.to_state(started_at(job) or "")
+    return {
+        "name": str(container.get("name") or MAIN_CONTAINER),
+        "image": str(container.get("image") or ""),
+        "imageID": "",
+        "ready": "running" in state,
+        "started": "running" in state,
+        "restartCount": restarts,
+        "state": state,
+        "lastState": last,
+    }
+
+
+def pod_object(job: Object, ref: PodRef, *, cluster: str, node: str,
+               override: PodOverride | None, resource_version: int) -> Object:
+    """The Pod as `GET /api/v1/namespaces/{ns}/pods/{name}` returns it."""
+    metadata = job["metadata"]
+    namespace = metadata["namespace"]
+    phase = pod_phase(job, override)
+    status: Object = {
+        "phase": phase,
+        "conditions": [{"type": "PodScheduled", "status": "True" if node else "False"}],
+        "containerStatuses": [_container_status(job, ref, phase, override)],
+    }
+    if started_at(job):
+        status["startTime"] = started_at(job)
+    if node:
+        status["podIP"] = _pod_ip(cluster, namespace, ref.name)
+    spec: Object = {**(ref.template.get("spec") or {})}
+    if node:
+        spec["nodeName"] = node
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": ref.name,
+            "namespace": namespace,
+            "uid": pod_uid(cluster, job, ref),
+            "resourceVersion": str(resource_version),
+            "creationTimestamp": metadata["creationTimestamp"],
+            "labels": _labels(job, ref),
+            "ownerReferences": [{"apiVersion": job["apiVersion"], "kind": job["kind"],
+                                 "name": metadata["name"], "uid": metadata["uid"],
+                                 "controller": True}],
+        },
+        "spec": spec,
+        "status": status,
+    }
+
+
+def pod_uid(cluster: str, job: Object, ref: PodRef) -> str:
+    return stable_uid(cluster, job["metadata"]["uid"], "pod", ref.name)
+
+
+def _pod_ip(cluster: str, namespace: str, name: str) -> str:
+    digest = int(stable_uid(cluster, namespace, name).replace("-", "")[:6], 16)
+    return f"10.{digest >> 16 & 255}.{digest >> 8 & 255}.{digest & 255}"
+
+
+def _run_script(script: str) -> list[str]:
+    match = _RUN_HEREDOC.search(script)
+    if match is None:
+        return []
+    lines: list[str] = []
+    for line in match.group(2).splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        lines.append(f"+ {stripped}")
+        echoed = _ECHO.match(stripped)
+        if echoed:
+            try:
+                lines.append(" ".join(shlex.split(echoed.group(1))))
+            except ValueError:
+                lines.append(echoed.group(1))
+    return lines
+
+
+def start_lines(job: Object, ref: PodRef, node: str) -> list[str]:
+    """What the pod's start script prints, deterministically (without timestamps)."""
+    container = main_container(ref.template)
+    script = "\n".join(str(part) for part in [*(container.get("command") or []),
+                                                *(container.get("args") or [])])
+    lines = [f"rlark: task {ref.task} replica {ref.index} on node {node or '?'}"]
+    if "ray start --head" in script:
+        lines += [
+            "Local node IP: " + _pod_ip("", ref.job, ref.name),
+            "Ray runtime started.",
+            "rlark: cluster check passed",
+        ]
+        lines += _run_script(script)
+    elif "ray start --address" in script:
+        lines += ["Local node IP: " + _pod_ip("", ref.job, ref.name), "Ray runtime started.",
+                  "--block: this command will block until terminated"]
+    return lines
+
+
+def timed_start_lines(job: Object, ref: PodRef, node: str) -> list[tuple[datetime, str]]:
+    """The start lines, one second apart from the pod's start; none before it started."""
+    start = started_at(job)
+    if start is None:
+        return []
+    origin = parse_time(start)
+    return [(origin + timedelta(seconds=i), line)
+            for i, line in enumerate(start_lines(job, ref, node))]
