@@ -10,18 +10,22 @@ from django.utils.translation import gettext_lazy as _
 
 from rlark_site.tenancy.access import is_platform_admin
 
-# (url name, label, admins only)
+ALL, MEMBERS, ADMINS = "all", "members", "admins"
+QUEUE = "clusters:queue"
+
+# (url name, label, who sees it): one verification entry each, the team's list for members
+# and the queue (with the pending-requests count) for platform admins.
 NAV = [
-    ("jobs:list", _("Jobs"), False),
-    ("jobs:launch-lists", _("Launch lists"), False),
-    ("jobs:deployment-parameters", _("Deployment parameters"), False),
-    ("jobs:ssh-keys", _("SSH keys"), False),
-    ("jobs:run-record-lookup", _("Run records"), False),
-    ("clusters:verifications", _("Verifications"), False),
-    ("clusters:nodes", _("Nodes"), False),
-    ("clusters:list", _("Clusters"), False),
-    ("clusters:queue", _("Verification queue"), True),
-    ("swagger-ui", _("API"), False),
+    ("jobs:list", _("Jobs"), ALL),
+    ("jobs:launch-lists", _("Launch lists"), ALL),
+    ("jobs:deployment-parameters", _("Deployment parameters"), ALL),
+    ("jobs:ssh-keys", _("SSH keys"), ALL),
+    ("jobs:run-record-lookup", _("Run records"), ALL),
+    ("clusters:verifications", _("Verifications"), MEMBERS),
+    (QUEUE, _("Verification queue"), ADMINS),
+    ("clusters:nodes", _("Nodes"), ALL),
+    ("clusters:list", _("Clusters"), ALL),
+    ("swagger-ui", _("API"), ALL),
 ]
 
 
@@ -30,11 +34,11 @@ def nav_links(request: HttpRequest) -> dict[str, Any]:
         return {}
     admin = is_platform_admin(request.user)
     links = []
-    for name, label, admins_only in NAV:
-        if admins_only and not admin:
+    for name, label, audience in NAV:
+        if audience == (MEMBERS if admin else ADMINS):
             continue
         try:
-            links.append({"url": reverse(name), "label": label})
+            links.append({"url": reverse(name), "label": label, "queue": name == QUEUE})
         except NoReverseMatch:
             continue
     return {"nav_links": links}

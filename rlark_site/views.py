@@ -6,13 +6,15 @@ from django.shortcuts import redirect
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_POST
 
-from rlark_site.tenancy.access import teams_for_user
+from rlark_site.navigation import QUEUE
+from rlark_site.tenancy.access import is_platform_admin, teams_for_user
 
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
+    """Platform admins land on the verification queue, team members on their jobs."""
     try:
-        return redirect(reverse("jobs:list"))
+        return redirect(reverse(QUEUE if is_platform_admin(request.user) else "jobs:list"))
     except NoReverseMatch:
         return redirect(reverse("swagger-ui"))
 

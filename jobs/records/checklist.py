@@ -7,8 +7,9 @@ answers (`FirstRunCheck.troubleshooting`), so they are a stable contract like fi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.utils.translation import gettext_lazy as _
 
@@ -17,7 +18,10 @@ if TYPE_CHECKING:
 else:
     from django.utils.functional import Promise as StrPromise
 
-__all__ = ["ANSWERS", "CHECKLIST", "ChecklistItem", "checklist_codes"]
+__all__ = [
+    "ANSWERS", "CHECKLIST", "ChecklistAnswer", "ChecklistItem", "checklist_answers",
+    "checklist_codes",
+]
 
 
 @dataclass(frozen=True)
@@ -106,3 +110,21 @@ CHECKLIST: tuple[ChecklistItem, ...] = (
 
 def checklist_codes() -> tuple[str, ...]:
     return tuple(item.code for item in CHECKLIST)
+
+
+@dataclass(frozen=True)
+class ChecklistAnswer:
+    question: StrPromise
+    answer: StrPromise
+    note: str
+
+
+def checklist_answers(troubleshooting: Mapping[str, Any]) -> list[ChecklistAnswer]:
+    """Stored answers in the checklist's own order (the form's), whatever order JSON kept."""
+    answers = []
+    for item in CHECKLIST:
+        value = troubleshooting.get(item.code)
+        if isinstance(value, Mapping):
+            label = ANSWERS.get(str(value.get("answer")), ANSWERS["unchecked"])
+            answers.append(ChecklistAnswer(item.question, label, str(value.get("note") or "")))
+    return answers

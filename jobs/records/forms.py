@@ -35,11 +35,12 @@ def signals_as_text(signals: list[dict[str, Any]]) -> str:
 
 def _parse_signal(number: int, line: str) -> dict[str, Any]:
     parts = [part.strip() for part in line.split("|")]
-    if len(parts) > 3 or not parts[0]:
+    if not 2 <= len(parts) <= 3 or not parts[0] or not parts[1]:
         raise forms.ValidationError(
-            _("Line %(n)d: write “what | where | minutes”.") % {"n": number}
+            _("Line %(n)d: write “what | where | minutes” (what and where are required, "
+              "separated by “|”; minutes are optional).") % {"n": number}
         )
-    where = parts[1] if len(parts) > 1 else ""
+    where = parts[1]
     minutes_text = parts[2] if len(parts) > 2 else ""
     minutes = None
     if minutes_text:

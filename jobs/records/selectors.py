@@ -14,7 +14,7 @@ from django.db.models import Prefetch, Q, QuerySet
 from django.utils.translation import gettext as _
 from pghistory.models import Events
 
-from clusters.models import Verification
+from clusters.models import Verification, VerificationState
 from jobs.models import (
     DeploymentParameters,
     FirstRunCheck,
@@ -47,6 +47,7 @@ __all__ = [
     "launch_lists_for_user",
     "manifest_diff",
     "other_run_record_for_diff",
+    "pending_admin_requests",
     "run_record_chain",
     "run_record_get_for_user",
     "run_records_for_user",
@@ -57,6 +58,11 @@ AUDIT_EVENTS_IN_CHAIN = 1000
 
 
 # --- launch lists and deployment parameters ---------------------------------------------------
+
+
+def pending_admin_requests() -> int:
+    """How many requests wait for a platform admin's decision (the navigation's count)."""
+    return Verification.objects.filter(state=VerificationState.PENDING).count()
 
 
 def launch_lists_for_user(user: Any, *, team: Team | None = None) -> QuerySet[LaunchList]:

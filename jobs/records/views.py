@@ -15,7 +15,6 @@ from django.contrib.auth.decorators import login_required
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import NoReverseMatch, reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -210,15 +209,6 @@ def deployment_parameters_fill(request: HttpRequest, pk: int) -> HttpResponse:
 # --- the job page -----------------------------------------------------------------------------
 
 
-def _wizard_url(job: Job) -> str:
-    if job.state != JobState.DRAFT:
-        return ""
-    try:
-        return reverse("jobs:wizard-step", kwargs={"name": job.name, "step": job.wizard_step})
-    except NoReverseMatch:
-        return ""
-
-
 def _seen_running(record: RunRecord | None) -> bool:
     return record is not None and any(c.phase == "Running" for c in record.status_changes.all())
 
@@ -228,6 +218,8 @@ def _seen_running(record: RunRecord | None) -> bool:
 @not_found_as_404
 def job_detail(request: HttpRequest, name: str) -> HttpResponse:
     job = job_get_for_user(request.user, name)
+    if job.state == JobState.DRAFT:  # a draft has no status or record yet: its page is the wizard
+        return redirect("jobs:wizard", name=job.name)
     record = RunRecord.objects.filter(job=job).prefetch_related(
         "status_changes", "first_run_checks__checked_by"
     ).first()
@@ -240,7 +232,6 @@ def job_detail(request: HttpRequest, name: str) -> HttpResponse:
         "signals": record.launch_list_snapshot.get("expected_signals", []) if record else [],
         "checks": checks, "last_check": checks[-1] if checks else None,
         "form": FirstRunCheckForm(), "checklist": CHECKLIST, "answers": ANSWERS,
-        "is_draft": job.state == JobState.DRAFT, "wizard_url": _wizard_url(job),
     }
     return render(request, "jobs/records/job_detail.html", context)
 
@@ -332,7 +323,7 @@ def run_record_clone(request: HttpRequest, name: str) -> HttpResponse:
         else:
             messages.success(request, _("New draft %(name)s created from %(source)s.")
                              % {"name": job.name, "source": record.job_name})
-            return redirect("jobs:job-detail", name=job.name)
+            return redirect("jobs:wizard-step", name=job.name, step=1)
     context = {**_record_context(request, record), "clone_form": form}
     return render(request, "jobs/records/run_record.html", context, status=400)
 

@@ -58,7 +58,12 @@ class TaskReview:
 
     @property
     def verified_ok(self) -> bool:
-        return self.verification_state == "approved" and self.verification_current
+        return self.verification_state == VerificationState.APPROVED and self.verification_current
+
+    @property
+    def verification_label(self) -> str:
+        """The state as people read it, in the page's language (never compared)."""
+        return _state_label(self.verification_state)
 
     @property
     def single_replica(self) -> bool:
@@ -130,7 +135,7 @@ def _task_review(index: int, task: Mapping[str, Any], role: RoleSpec, ctx: Check
         index=index, role=role.name, task_name=str(task.get("name", "")),
         head=task.get("head") is True, replicas=int(task.get("replicas") or 0),
         node_selector=[f"{k}={v}" for k, v in _dict(pod.get("nodeSelector")).items()],
-        verification_state=_state_label(view.state) if view else "",
+        verification_state=view.state if view else "",
         verified_nodes=len(view.node_signature) if view else None,
         verification_current=view is not None
         and sorted(view.node_signature) == sorted(match.signature()),

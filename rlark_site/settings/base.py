@@ -59,6 +59,7 @@ TEMPLATES = [
                 "django.template.context_processors.i18n",
                 "rlark_site.tenancy.context_processors.tenancy",
                 "rlark_site.navigation.nav_links",
+                "jobs.context_processors.pending_requests",
             ],
         },
     },

@@ -239,6 +239,13 @@ def _fix_header_and_submit(j: Journey) -> None:
     expect(page.locator("#f-roles-0-selector-findings")).not_to_contain_text("header.replicas")
     j.go("#wizard-step-4", "/step-4/")
     expect(page.locator("#wizard-submit")).to_be_enabled()
+    # Every role's approved verification is a ✓ in every language (states compared, not labels).
+    for index in range(3):
+        verification = page.locator(f"#task-{index}-verification")
+        expect(verification).to_have_attribute("data-ok", "true")
+        expect(verification.locator(".ok")).to_have_text("✓")
+        if j.lang == "zh-hans":
+            expect(verification).to_contain_text("已批准")
     j.shot("4-review-ready")
     j.go("#wizard-submit", "/jobs/")
     row = page.locator('tr[data-job="ppo-math-7b"]')

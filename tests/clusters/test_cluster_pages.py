@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from clusters.credentials import decrypt
@@ -266,3 +268,17 @@ def test_the_node_browser_shows_missing_gpus_as_unknown(member_web: Client) -> N
         reverse("clusters:nodes"), {"selector": "kubernetes.io/hostname=a-node-01"}
     ).content.decode()
     assert 'title="not reported">—' in page
+
+
+def test_a_poll_a_few_seconds_ago_reads_just_now_never_0_minutes(member_web: Client) -> None:
+    load_fleet_rows()
+    now = timezone.now()
+    Cluster.objects.filter(name="gpu-a").update(last_polled_at=now, last_success_at=now)
+    Cluster.objects.filter(name="gpu-b").update(
+        last_polled_at=now - timedelta(minutes=3), last_success_at=now - timedelta(minutes=3))
+    page = member_web.get(reverse("clusters:list")).content.decode()
+    assert "0\xa0minutes" not in page and "0 minutes" not in page
+    assert "just now" in page
+    assert "3\xa0minutes ago" in page
+    chinese = member_web.get(reverse("clusters:list"), HTTP_ACCEPT_LANGUAGE="zh-hans")
+    assert "刚刚" in chinese.content.decode()

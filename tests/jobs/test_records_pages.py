@@ -6,8 +6,10 @@ from typing import Any
 
 import pytest
 from django.test import Client
+from django.utils.html import escape
 
 from jobs.models import DeploymentParameters, FirstRunCheck, Job, JobState, LaunchList, RunRecord
+from jobs.records.checklist import CHECKLIST
 from jobs.records.services import job_submit
 from jobs.records.status import sync_submitted_jobs
 from jobs.tasks import submit_run_record
@@ -89,6 +91,15 @@ def test_a_malformed_signal_line_is_shown_next_to_the_field(browser: Client) -> 
     )
     assert response.status_code == 200
     assert "Line 1: minutes must be a whole number above 0." in response.content.decode()
+    assert not LaunchList.objects.exists()
+
+
+@pytest.mark.parametrize("line", ["reward mean in the log", "reward mean |  | 20", " | log"])
+def test_a_signal_line_without_what_and_where_is_refused(browser: Client, line: str) -> None:
+    response = browser.post("/jobs/launch-lists/new/", {"title": "t", "expected_signals": line})
+    assert response.status_code == 200
+    assert "Line 1: write “what | where | minutes” (what and where are required" in (
+        response.content.decode())
     assert not LaunchList.objects.exists()
 
 
@@ -224,6 +235,34 @@ def test_the_first_run_check_form_stores_a_no_with_the_checklist(
     after = page(browser, f"/jobs/job/{record.job_name}/")
     assert "signal NOT observed" in after
     assert "only the head joined" in after
+    _answers_in_the_forms_order(after)
+    _answers_in_the_forms_order(page(browser, f"/jobs/records/{record.job_name}/"))
+
+
+def _answers_in_the_forms_order(html: str) -> None:
+    """The stored answers read in the checklist's order, whatever order JSON kept them in."""
+    positions = [html.rindex(str(escape(item.question))) for item in CHECKLIST]
+    assert positions == sorted(positions)
+
+
+def test_the_run_record_speaks_chinese_for_what_the_worker_stored(
+    browser: Client,
+    demo_simulator: Any,
+    team: Team,
+    owner: Any,
+    admin_user: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    record = submitted(demo_simulator, team, owner, admin_user, django_capture_on_commit_callbacks)
+    sync_submitted_jobs()
+    assert record.attempts.get().message == "Created on the cluster."
+    assert record.status_changes.filter(phase="Pending").exists()
+    html = browser.get(f"/jobs/records/{record.job_name}/",
+                       HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert "Created on the cluster." not in html
+    assert "已在集群上创建。" in html
+    assert "<td>Pending</td>" not in html
+    assert "<td>等待中</td>" in html
 
 
 def test_cancel_from_the_job_page(
@@ -339,6 +378,8 @@ def test_clone_and_diff_from_the_run_record_page(
     )
     response = browser.post(f"/jobs/records/{record.job_name}/clone/", {"name": "ppo-run-2"})
     assert response.status_code == 302
+    assert response["Location"] == "/jobs/wizard/ppo-run-2/step-1/"  # not a bare page of "—"
+    assert browser.get("/jobs/job/ppo-run-2/")["Location"] == "/jobs/wizard/ppo-run-2/"
     clone = Job.objects.get(name="ppo-run-2")
     assert clone.state == JobState.DRAFT
     with django_capture_on_commit_callbacks(execute=False):

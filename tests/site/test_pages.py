@@ -3,7 +3,10 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
+from clusters.models import Cluster
+from clusters.verifications.services import verification_request
 from tests.conftest import PASSWORD
+from tests.factories import load_fleet_rows
 
 pytestmark = pytest.mark.django_db
 
@@ -59,3 +62,33 @@ def test_the_openapi_schema_validates_without_warnings(tmp_path) -> None:
     out = tmp_path / "schema.yaml"
     call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(out))
     assert "/api/v1/jobs/{name}/submit/" in out.read_text()
+
+
+def _nav(client: Client) -> str:
+    html = client.get("/jobs/").content.decode()
+    return html[html.index('<nav aria-label="Main">'):html.index("</nav>")]
+
+
+def test_one_verification_entry_each_the_queue_with_its_count_for_admins(
+    client: Client, member, admin_user, team
+) -> None:
+    client.force_login(member)
+    nav = _nav(client)
+    assert nav.count("Verification") == 1 and ">Verifications<" in nav
+    client.force_login(admin_user)
+    assert _nav(client).count("Verification") == 1 and 'id="nav-pending"' not in _nav(client)
+    load_fleet_rows()
+    for pool in ("a100-a", "cpu-a"):
+        verification_request(team=team, user=member, cluster=Cluster.objects.get(name="gpu-a"),
+                             selector={"rlinf.io/pool": pool})
+    nav = _nav(client)
+    assert ">Verification queue" in nav
+    assert ('<span class="badge pending" id="nav-pending" '
+            'title="2 requests wait for a decision">2</span>') in nav
+
+
+def test_admins_land_on_the_queue_members_on_their_jobs(client: Client, member, admin_user) -> None:
+    client.force_login(member)
+    assert client.get("/")["Location"] == "/jobs/"
+    client.force_login(admin_user)
+    assert client.get("/")["Location"] == "/clusters/verifications/queue/"

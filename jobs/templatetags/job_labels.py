@@ -1,0 +1,59 @@
+"""Template filters that show stored values (phases, outcomes, checklist answers) to people.
+
+Stored values stay what they are (Kubernetes phases, outcome codes, English messages written by
+a worker); these filters translate them at display time, in the page's language.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django import template
+from django.utils.translation import gettext
+
+from clusters.models import VerificationState
+from jobs.models import AttemptOutcome, SubmissionState
+from jobs.records.checklist import ChecklistAnswer, checklist_answers
+from jobs.records.status import GONE_PHASE, PHASE_STATES
+
+register = template.Library()
+
+
+@register.filter
+def phase_label(phase: str) -> str:
+    """A Kubernetes phase (Pending, Running, ...) in the page's language."""
+    if phase in PHASE_STATES:
+        return str(PHASE_STATES[phase].label)
+    return gettext("gone") if phase == GONE_PHASE else phase
+
+
+def _label(choices: Any, value: str) -> str:
+    return str(choices(value).label) if value in choices.values else value
+
+
+@register.filter
+def outcome_label(outcome: str) -> str:
+    return _label(AttemptOutcome, outcome)
+
+
+@register.filter
+def submission_label(state: str) -> str:
+    return _label(SubmissionState, state)
+
+
+@register.filter
+def verification_label(state: str) -> str:
+    return _label(VerificationState, state)
+
+
+@register.filter
+def stored_message(message: str) -> str:
+    """A message a worker stored in English, translated when the catalog has it; other text
+    (a cluster's own words) as it is."""
+    return gettext(message) if message else message
+
+
+@register.filter
+def answers_in_order(troubleshooting: Mapping[str, Any] | None) -> list[ChecklistAnswer]:
+    return checklist_answers(troubleshooting or {})
