@@ -1,7 +1,7 @@
 #!/bin/sh
 # RLark's container entrypoint: one image, one process per container, chosen by the first
 # argument. Every setting comes from the environment (README's configuration table).
-#   web      gunicorn serving Django on $RLARK_WEB_BIND (default 0.0.0.0:8000)
+#   web      gunicorn serving Django (rlark_site/gunicorn_conf.py: RLARK_WEB_BIND, _WORKERS, ...)
 #   worker   a Celery worker consuming $RLARK_WORKER_QUEUES (comma-separated)
 #   beat     Celery beat (run exactly one: replicas 1, strategy Recreate)
 #   migrate  apply database migrations (the Job run before every rollout)
@@ -18,15 +18,14 @@ if [ "$#" -gt 0 ]; then shift; fi
 
 case "$command" in
   web)
-    exec "$PYTHON" -m gunicorn rlark_site.wsgi \
-      --bind "${RLARK_WEB_BIND:-0.0.0.0:8000}" \
-      --access-logfile - \
+    # Bind, workers, threads and timeouts: rlark_site/gunicorn_conf.py (RLARK_WEB_*).
+    exec "$PYTHON" -m gunicorn -c python:rlark_site.gunicorn_conf \
       --forwarded-allow-ips "${RLARK_FORWARDED_ALLOW_IPS:-*}" \
       "$@"
     ;;
   worker)
     exec "$PYTHON" -m celery -A rlark_site worker \
-      --queues "${RLARK_WORKER_QUEUES:-celery}" \
+      --queues "${RLARK_WORKER_QUEUES:-inventory,submission,status,notifications}" \
       --concurrency "${RLARK_WORKER_CONCURRENCY:-4}" \
       --loglevel "${LOG_LEVEL:-INFO}" \
       --without-gossip --without-mingle \

@@ -54,7 +54,8 @@ def test_the_processes_are_web_two_worker_groups_beat_and_a_migration_job(
     rendered: list[dict[str, Any]],
 ) -> None:
     assert set(by_kind(rendered, "Deployment")) == {
-        "rlark-web", "rlark-worker-submission", "rlark-worker-fleet", "rlark-beat"}
+        "rlark-web", "rlark-worker-inventory", "rlark-worker-submission", "rlark-worker-status",
+        "rlark-beat"}
     assert set(by_kind(rendered, "Job")) == {"rlark-migrate"}
     assert by_kind(rendered, "Job")["rlark-migrate"]["spec"]["template"]["spec"]["containers"][0][
         "args"] == ["migrate"]
@@ -105,7 +106,7 @@ def test_disruption_budgets_and_network_policies_cover_the_serving_pods(
     budgets = by_kind(rendered, "PodDisruptionBudget")
     covered = {b["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"]
                for b in budgets.values()}
-    assert covered == {"web", "worker-submission", "worker-fleet"}
+    assert covered == {"web", "worker-inventory", "worker-submission", "worker-status"}
     policies = by_kind(rendered, "NetworkPolicy")
     deny = policies["rlark-default-deny-ingress"]["spec"]
     assert deny["policyTypes"] == ["Ingress"] and "ingress" not in deny
