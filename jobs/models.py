@@ -181,7 +181,9 @@ class Role(models.Model):
     class Meta:
         ordering = ["job", "position"]
         constraints = [
-            models.UniqueConstraint(fields=["job", "position"], name="unique_role_position")
+            # Deferred to the commit: roles saved in place may swap positions in any order.
+            models.UniqueConstraint(fields=["job", "position"], name="unique_role_position",
+                                    deferrable=models.Deferrable.DEFERRED)
         ]
 
     def __str__(self) -> str:

@@ -99,9 +99,42 @@ def _initial_roles(task_type: str) -> list[dict[str, Any]]:
     return [{"name": name} for name in TASK_TYPES.get(task_type, ())]
 
 
-def _replace_roles(job: Job, roles: Sequence[Mapping[str, Any]]) -> None:
-    job.roles.all().delete()
-    Role.objects.bulk_create(_role(job, index, data) for index, data in enumerate(roles))
+ROLE_FIELDS = ("position", "name", "cluster", "selector", "gpus", "devices", "cpu", "memory",
+               "image", "image_digest", "prepare_script", "env", "mounts")
+
+
+def _pair_roles(existing: Sequence[Role], wanted: Sequence[Role]) -> dict[int, Role]:
+    """Which stored role each wanted role (by index) continues: the one of the same name
+    (ignoring case), else an unclaimed one at the same position (a rename in place)."""
+    by_name = {role.name.lower(): role for role in existing if role.name}
+    pairs: dict[int, Role] = {}
+    for index, role in enumerate(wanted):
+        same = by_name.get(role.name.lower()) if role.name else None
+        if same is not None and same not in pairs.values():
+            pairs[index] = same
+    by_position = {role.position: role for role in existing if role not in pairs.values()}
+    for index in range(len(wanted)):
+        if index not in pairs and index in by_position:
+            pairs[index] = by_position[index]
+    return pairs
+
+
+def _save_roles(job: Job, roles: Sequence[Mapping[str, Any]]) -> None:
+    """Save roles in place: update what changed, insert what is new, delete what is gone, so
+    the audit trail holds the real changes (the position constraint is checked at commit)."""
+    existing = list(job.roles.order_by("position"))
+    wanted = [_role(job, index, data) for index, data in enumerate(roles)]
+    pairs = _pair_roles(existing, wanted)
+    kept = {role.pk for role in pairs.values()}
+    Role.objects.filter(pk__in=[r.pk for r in existing if r.pk not in kept]).delete()
+    for index, stored in pairs.items():
+        changed = [f for f in ROLE_FIELDS
+                   if getattr(stored, f) != getattr(wanted[index], f)]
+        for name in changed:
+            setattr(stored, name, getattr(wanted[index], name))
+        if changed:
+            stored.save(update_fields=changed)
+    Role.objects.bulk_create(role for index, role in enumerate(wanted) if index not in pairs)
 
 
 def _name_problem(name: str, code: str, message: str) -> ApplicationError:
@@ -203,7 +236,7 @@ def job_create(*, team: Team, user: Any, data: Mapping[str, Any]) -> Job:
         _apply_fields(job, data, partial=False)
         _save_job(job)
         roles = data["roles"] if data.get("roles") is not None else _initial_roles(job.task_type)
-        _replace_roles(job, roles)
+        _save_roles(job, roles)
     return _reloaded(job)
 
 
@@ -234,9 +267,9 @@ def job_update(*, job: Job, user: Any, data: Mapping[str, Any], partial: bool) -
         _apply_fields(locked, data, partial=partial)
         _save_job(locked)
         if data.get("roles") is not None:
-            _replace_roles(locked, data["roles"])
+            _save_roles(locked, data["roles"])
         elif not partial:
-            _replace_roles(locked, _initial_roles(locked.task_type))
+            _save_roles(locked, _initial_roles(locked.task_type))
     return _reloaded(locked)
 
 

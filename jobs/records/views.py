@@ -21,6 +21,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from jobs.drafts.selectors import job_get_for_user, job_list_for_user
 from jobs.models import Job, JobState, RunRecord
 from jobs.records import selectors, services
+from jobs.records.audit_view import audit_by_object
 from jobs.records.checklist import ANSWERS, CHECKLIST
 from jobs.records.forms import (
     CloneForm,
@@ -288,11 +289,12 @@ def run_record_lookup(request: HttpRequest) -> HttpResponse:
 
 
 def _record_context(request: HttpRequest, record: RunRecord) -> dict[str, Any]:
+    chain = selectors.run_record_chain(record)
     others = selectors.run_records_for_user(request.user).filter(team=record.team).exclude(
         pk=record.pk
     )
     return {
-        "record": record, "chain": selectors.run_record_chain(record),
+        "record": record, "chain": chain, "audit": audit_by_object(chain["audit_events"]),
         "clone_form": CloneForm(), "others": others[:200], "answers": ANSWERS,
         "checklist": {item.code: item.question for item in CHECKLIST},
     }

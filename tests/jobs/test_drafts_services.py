@@ -68,7 +68,7 @@ def test_update_keeps_the_name_and_replaces_roles_in_order(team: Team, owner: An
     job = job_create(team=team, user=owner, data={"name": "j", "task_type": "custom"})
     job = job_update(job=job, user=owner, partial=True,
                      data={"roles": [{"name": "B"}, {"name": "A"}], "header_role": "A"})
-    assert [(r.name, r.position) for r in job.roles.all()] == [("B", 0), ("A", 1)]
+    assert [(r.name, r.position) for r in Role.objects.filter(job=job)] == [("B", 0), ("A", 1)]
     job = job_update(job=job, user=owner, partial=True, data={"roles": [{"name": "C"}]})
     assert list(Role.objects.filter(job=job).values_list("name", flat=True)) == ["C"]
     assert job.header_role == "A" and job.name == "j"
@@ -119,3 +119,58 @@ def test_changes_are_audited_with_the_acting_user(team: Team, owner: Any) -> Non
     events = Events.objects.filter(pgh_obj_model="jobs.Job", pgh_obj_id=str(job.pk))
     assert events.count() == 1
     assert events.get().pgh_context["user"] == owner.pk
+
+
+def _role_events(job: Job, seen: set[str]) -> list[tuple[str, str, dict[str, Any] | None]]:
+    """Role events of `job` not among `seen` (one test runs in one transaction: one now())."""
+    rows = Events.objects.filter(pgh_obj_model="jobs.Role", pgh_data__job_id=job.pk)
+    return [(e.pgh_label, e.pgh_data["name"], e.pgh_diff) for e in rows
+            if e.pgh_slug not in seen]
+
+
+def _three_roles(team: Team, owner: Any) -> Job:
+    return job_create(team=team, user=owner, data={"name": "in-place", "roles": [
+        {"name": "Actor", "gpus": 8}, {"name": "Rollout", "gpus": 4}, {"name": "Env"}]})
+
+
+def _now() -> set[str]:
+    return set(Events.objects.values_list("pgh_slug", flat=True))
+
+
+def test_roles_are_saved_in_place_only_the_change_is_audited(team: Team, owner: Any) -> None:
+    job = _three_roles(team, owner)
+    before, ids = _now(), list(job.roles.values_list("pk", flat=True))
+    job_update(job=job, user=owner, partial=True, data={"roles": [
+        {"name": "Actor", "gpus": 8}, {"name": "Rollout", "gpus": 2}, {"name": "Env"}]})
+    assert list(Role.objects.filter(job=job).values_list("pk", flat=True)) == ids
+    assert _role_events(job, before) == [("update", "Rollout", {"gpus": [4, 2]})]
+
+
+def test_a_rename_is_an_update_a_removal_a_delete_an_addition_an_insert(
+    team: Team, owner: Any
+) -> None:
+    job = _three_roles(team, owner)
+    before = _now()
+    job_update(job=job, user=owner, partial=True, data={"roles": [
+        {"name": "Actor", "gpus": 8}, {"name": "Env"}, {"name": "Critic"}]})
+    assert sorted(_role_events(job, before), key=str) == sorted([
+        ("delete", "Rollout", None), ("insert", "Critic", None),
+        ("update", "Env", {"position": [2, 1]})], key=str)
+    before = _now()
+    job_update(job=job, user=owner, partial=True, data={"roles": [
+        {"name": "Actor", "gpus": 8}, {"name": "Environment"}, {"name": "Critic"}]})
+    assert _role_events(job, before) == [
+        ("update", "Environment", {"name": ["Env", "Environment"]})]
+    assert [(r.name, r.position) for r in Role.objects.filter(job=job)] == [
+        ("Actor", 0), ("Environment", 1), ("Critic", 2)]
+
+
+def test_reordered_roles_swap_positions_in_place(team: Team, owner: Any) -> None:
+    job = _three_roles(team, owner)
+    before = _now()
+    job_update(job=job, user=owner, partial=True, data={"roles": [
+        {"name": "Env"}, {"name": "Rollout", "gpus": 4}, {"name": "Actor", "gpus": 8}]})
+    assert [(r.name, r.position) for r in Role.objects.filter(job=job)] == [
+        ("Env", 0), ("Rollout", 1), ("Actor", 2)]
+    assert sorted((n, d) for _, n, d in _role_events(job, before)) == [
+        ("Actor", {"position": [0, 2]}), ("Env", {"position": [2, 0]})]

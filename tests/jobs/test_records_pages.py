@@ -8,6 +8,7 @@ import pytest
 from django.test import Client
 from django.utils.html import escape
 
+from jobs.drafts.services import job_update
 from jobs.models import DeploymentParameters, FirstRunCheck, Job, JobState, LaunchList, RunRecord
 from jobs.records.checklist import CHECKLIST
 from jobs.records.services import job_submit
@@ -259,8 +260,8 @@ def test_the_run_record_speaks_chinese_for_what_the_worker_stored(
     assert record.status_changes.filter(phase="Pending").exists()
     html = browser.get(f"/jobs/records/{record.job_name}/",
                        HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
-    assert "Created on the cluster." not in html
-    assert "已在集群上创建。" in html
+    assert "<td>Created on the cluster.</td>" not in html  # the audit keeps the stored words
+    assert "<td>已在集群上创建。</td>" in html
     assert "<td>Pending</td>" not in html
     assert "<td>等待中</td>" in html
 
@@ -328,6 +329,38 @@ def test_the_run_record_page_shows_the_chain_in_order(
     assert positions == sorted(positions)
     assert record.manifest_sha256 in html
     assert "apiVersion: rlinf.io/v1alpha1" in html
+
+
+def test_the_run_records_audit_groups_events_by_object_with_field_changes(
+    browser: Client,
+    demo_simulator: Any,
+    team: Team,
+    owner: Any,
+    admin_user: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    register_fleet(demo_simulator)
+    job = submittable_job(team=team, owner=owner, admin=admin_user)
+    first = job.roles.get(position=0)
+    job_update(job=job, user=owner, partial=True, data={"roles": [
+        {**_body(role), "prepare_script": "source /opt/rl/bin/activate"}
+        if role.pk == first.pk else _body(role)
+        for role in job.roles.order_by("position")]})
+    with django_capture_on_commit_callbacks(execute=False):
+        record = job_submit(job=Job.objects.get(pk=job.pk), user=owner)
+    html = page(browser, f"/jobs/records/{record.job_name}/")
+    audit = html[html.index('id="audit"'):]
+    assert audit.count(f'data-model="jobs.Role" data-object="{first.pk}"') == 1
+    assert "jobs.Role #" in audit and " delete" not in audit
+    assert f'<strong>{first.name}</strong>' in audit
+    assert ("<strong>prepare_script</strong>: <del>source /opt/venv/bin/activate</del> → "
+            "<ins>source /opt/rl/bin/activate</ins>") in audit
+
+
+def _body(role: Any) -> dict[str, Any]:
+    return {field: getattr(role, field) for field in (
+        "name", "cluster", "selector", "gpus", "devices", "cpu", "memory", "image",
+        "image_digest", "prepare_script", "env", "mounts")}
 
 
 def test_the_lookup_finds_a_record_by_name(
