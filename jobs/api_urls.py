@@ -3,4 +3,5 @@ from django.urls import include, path
 urlpatterns = [
     path("", include("jobs.drafts.api_urls")),
     path("", include("jobs.records.api_urls")),
+    path("", include("jobs.observe.api_urls")),
 ]

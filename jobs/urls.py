@@ -5,4 +5,5 @@ urlpatterns = [
     path("", include("jobs.drafts.urls")),
     path("", include("jobs.wizard.urls")),
     path("", include("jobs.records.urls")),
+    path("", include("jobs.observe.urls")),
 ]

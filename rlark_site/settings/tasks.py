@@ -66,3 +66,20 @@ RLARK_SUBMIT_RESUME_GRACE = env_float("RLARK_SUBMIT_RESUME_GRACE", 30.0)
 # Celery beat holds a Redis lock while it runs (rlark_site/beatlock.py): a second beat waits as
 # a standby and takes over within this many seconds of the holder's death.
 RLARK_BEAT_LOCK_TTL = env_float("RLARK_BEAT_LOCK_TTL", 30.0)
+
+# The shared cache (Redis, the same server as the broker): live pod/event snapshots of a job are
+# fetched once per refresh interval however many people watch, and shared by every process.
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": env_str("RLARK_CACHE_PREFIX", "rlark"),
+    }
+}
+# Live observation of a submitted job: how often pages refresh the pods, events, state and a
+# followed log (seconds; also how long one cluster read is shared), the log lines shown by
+# default and at most, and the most log bytes one request reads.
+RLARK_OBSERVE_REFRESH = env_float("RLARK_OBSERVE_REFRESH", 5.0)
+RLARK_LOG_TAIL_DEFAULT = env_int("RLARK_LOG_TAIL_DEFAULT", 200)
+RLARK_LOG_TAIL_MAX = env_int("RLARK_LOG_TAIL_MAX", 5000)
+RLARK_LOG_MAX_BYTES = env_int("RLARK_LOG_MAX_BYTES", 1024 * 1024)

@@ -1,0 +1,65 @@
+"""Shapes of the live observation API (documented in OpenAPI)."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+
+class ContainerStateSerializer(serializers.Serializer[object]):
+    state = serializers.CharField(help_text="waiting, running, terminated or empty")
+    reason = serializers.CharField()
+    message = serializers.CharField()
+    exit_code = serializers.IntegerField(allow_null=True)
+    started_at = serializers.CharField()
+    finished_at = serializers.CharField()
+
+
+class PodSerializer(serializers.Serializer[object]):
+    name = serializers.CharField()
+    uid = serializers.CharField()
+    task = serializers.CharField(help_text="the rlinf.io/task label")
+    node = serializers.CharField()
+    phase = serializers.CharField()
+    created_at = serializers.CharField()
+    started_at = serializers.CharField()
+    container = serializers.CharField()
+    restarts = serializers.IntegerField()
+    current = ContainerStateSerializer()
+    previous = ContainerStateSerializer()
+
+
+class EventSerializer(serializers.Serializer[object]):
+    kind = serializers.CharField()
+    name = serializers.CharField()
+    type = serializers.CharField()
+    reason = serializers.CharField()
+    message = serializers.CharField()
+    count = serializers.IntegerField()
+    first_at = serializers.CharField()
+    last_at = serializers.CharField()
+
+
+class PodsSerializer(serializers.Serializer[object]):
+    fetched_at = serializers.DateTimeField()
+    error = serializers.CharField(help_text="why the cluster could not be read; empty when read")
+    pods = PodSerializer(many=True)
+
+
+class EventsSerializer(serializers.Serializer[object]):
+    fetched_at = serializers.DateTimeField()
+    error = serializers.CharField()
+    events = EventSerializer(many=True, help_text="the Job's and its pods' events, newest first")
+
+
+class LogQuerySerializer(serializers.Serializer[object]):
+    tail = serializers.IntegerField(required=False, min_value=1)
+    since = serializers.IntegerField(required=False, min_value=1,
+                                     help_text="only lines of the last N seconds")
+    previous = serializers.BooleanField(required=False, default=False)
+
+
+class LogSerializer(serializers.Serializer[object]):
+    pod = serializers.CharField()
+    previous = serializers.BooleanField()
+    text = serializers.CharField(help_text="the selected lines, at most RLARK_LOG_MAX_BYTES")
+    truncated = serializers.BooleanField(help_text="more text was cut at the byte bound")

@@ -1,0 +1,8 @@
+from django.urls import URLPattern, URLResolver, path
+
+from jobs.observe import views
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("job/<str:name>/live/", views.job_live, name="job-live"),
+    path("job/<str:name>/pods/<str:pod>/log/", views.pod_log, name="job-pod-log"),
+]

@@ -1,0 +1,82 @@
+"""Live fragments of the job page: pods and events, and a pod's log (htmx-polled)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils.dateparse import parse_datetime
+from django.views.decorators.http import require_GET
+from rest_framework.exceptions import ValidationError
+
+from jobs.observe import conf, live
+from jobs.observe.api import log_options
+from jobs.observe.selectors import run_record_for_job
+from jobs.records.views import not_found_as_404
+from rlark_site.exceptions import ApplicationError
+
+
+def _refresh_seconds() -> int:
+    return max(1, round(conf.refresh_interval()))
+
+
+@login_required
+@require_GET
+@not_found_as_404
+def job_live(request: HttpRequest, name: str) -> HttpResponse:
+    """The pods of each Task and the events, newest first; re-polled every refresh interval."""
+    record = run_record_for_job(request.user, name)
+    snapshot = live.job_snapshot(record)
+    tasks: dict[str, list[dict[str, Any]]] = {}
+    for pod in snapshot.pods:
+        row = {"pod": pod, "created": parse_datetime(pod.created_at or ""),
+               "started": parse_datetime(pod.started_at or "")}
+        tasks.setdefault(pod.labels.get("rlinf.io/task", ""), []).append(row)
+    context = {"job": record.job, "snapshot": snapshot, "tasks": sorted(tasks.items()),
+               "refresh": _refresh_seconds(), "active": record.job.state in ("pending", "running")}
+    return render(request, "jobs/observe/_live.html", context)
+
+
+def _marked(text: str, query: str) -> list[tuple[int, str, bool]]:
+    """(line number, line, matches) of the shown text; every line when there is no query."""
+    needle = query.casefold()
+    return [(number, line, bool(needle) and needle in line.casefold())
+            for number, line in enumerate(text.splitlines(), start=1)]
+
+
+@login_required
+@require_GET
+@not_found_as_404
+def pod_log(request: HttpRequest, name: str, pod: str) -> HttpResponse:
+    """A pod's log: last N lines, previous container, search, follow (polled), download."""
+    record = run_record_for_job(request.user, name)
+    try:
+        options = log_options(request.GET)
+    except ValidationError:
+        options = log_options({})
+    error = ""
+    try:
+        result = live.pod_log(record, pod, **options)
+    except ApplicationError as exc:
+        if exc.status_code == 404:
+            raise
+        result, error = live.LogResult(log=None), exc.message
+    text = result.log.text if result.log is not None else ""
+    if request.GET.get("download"):
+        response = HttpResponse(text, content_type="text/plain; charset=utf-8")
+        suffix = "-previous" if options["previous"] else ""
+        response["Content-Disposition"] = f'attachment; filename="{pod}{suffix}.log"'
+        return response
+    query = request.GET.get("q", "")[:200]
+    lines = _marked(text, query)
+    context = {
+        "job": record.job, "pod": pod, "options": options, "query": query,
+        "lines": [line for line in lines if not query or line[2]] if query else lines,
+        "matches": sum(1 for line in lines if line[2]),
+        "truncated": result.log is not None and result.log.truncated,
+        "missing": result.missing or error, "follow": bool(request.GET.get("follow")),
+        "refresh": _refresh_seconds(),
+    }
+    return render(request, "jobs/observe/_log.html", context)
