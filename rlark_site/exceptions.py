@@ -1,14 +1,30 @@
-"""One domain error type and one DRF handler that turns errors into JSON."""
+"""One domain error type, one error shape, and the handlers that give every API answer that shape.
+
+Every error the API returns is JSON of one shape (documented in docs/api.md and in the OpenAPI
+schema as `Error`)::
+
+    {"detail": str, "field"?: str, "errors"?: {field: [str]}, "findings"?: [finding], ...}
+
+`detail` is always present and readable on its own; `field` names the first field at fault,
+`errors` lists every field's messages (dotted paths for nested fields), `findings` carries the
+findings engine's output. A few answers add context keys (for example `state` on a 409).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
-from django.http import Http404
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.utils.translation import gettext as _
+from django.views import defaults
 from rest_framework import exceptions, status
 from rest_framework.response import Response
+from rest_framework.serializers import Serializer
 from rest_framework.views import exception_handler
+
+API_PREFIX = "/api/"
 
 
 class ApplicationError(Exception):
@@ -31,9 +47,24 @@ class NotFoundError(ApplicationError):
     status_code: int = status.HTTP_404_NOT_FOUND
 
 
+class AdminOnlyError(ApplicationError):
+    """Only platform admins may do this (403: the route is public knowledge; no data leaks)."""
+
+    status_code: int = status.HTTP_403_FORBIDDEN
+
+
+def error_body(detail: str, **extra: Any) -> dict[str, Any]:
+    """The one error shape: `detail`, then any of `field`, `errors`, `findings`, context."""
+    return {"detail": str(detail), **{k: v for k, v in extra.items() if v is not None}}
+
+
+def is_api_request(request: HttpRequest) -> bool:
+    return request.path.startswith(API_PREFIX)
+
+
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, ApplicationError):
-        return Response({"detail": exc.message, **exc.extra}, status=exc.status_code)
+        return Response(error_body(exc.message, **exc.extra), status=exc.status_code)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):
@@ -42,7 +73,81 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     if response is None:
         return None
     if isinstance(exc, exceptions.ParseError):
-        response.data = {"detail": f"Malformed request body: {exc.detail}"}
-    elif isinstance(exc, exceptions.ValidationError) and not isinstance(response.data, dict):
-        response.data = {"detail": response.data}
+        response.data = error_body(_("Malformed request body: %(reason)s") % {"reason": exc.detail})
+    elif isinstance(exc, exceptions.ValidationError):
+        response.data = validation_body(exc.detail)
+    else:
+        response.data = error_body(str(getattr(exc, "detail", exc)))
     return response
+
+
+def validation_body(detail: Any) -> dict[str, Any]:
+    """DRF's nested field errors as the one shape: `detail` names the first problem, `field` its
+    place (a dotted path), `errors` every problem by place."""
+    errors = _flatten(detail)
+    general = errors.pop("non_field_errors", None) or errors.pop("", None)
+    if general is not None:
+        problem, field = general[0], None
+    elif errors:
+        field, messages = next(iter(errors.items()))
+        problem = f"{field}: {messages[0]}"
+    else:
+        problem, field = _("Invalid input."), None
+    return error_body(_("Malformed request body: %(problem)s") % {"problem": problem},
+                      field=field, errors=errors or None)
+
+
+def validated(serializer: Serializer) -> dict[str, Any]:
+    """The shape-checked body, or a 400 in the one error shape (see `validation_body`)."""
+    if not serializer.is_valid():
+        body = validation_body(serializer.errors)
+        raise ApplicationError(body.pop("detail"), extra=body)
+    data: dict[str, Any] = serializer.validated_data
+    return data
+
+
+def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
+    if isinstance(detail, Mapping):
+        flat: dict[str, list[str]] = {}
+        for key, value in detail.items():
+            if key == "non_field_errors" and prefix:
+                here = prefix  # a nested object's own errors belong to its place
+            else:
+                here = f"{prefix}.{key}" if prefix else str(key)
+            flat.update(_flatten(value, here))
+        return flat
+    if isinstance(detail, list) and any(isinstance(item, (Mapping, list)) for item in detail):
+        flat = {}
+        for index, item in enumerate(detail):
+            flat.update(_flatten(item, f"{prefix}.{index}" if prefix else str(index)))
+        return flat
+    messages = detail if isinstance(detail, list) else [detail]
+    return {prefix: [str(m) for m in messages]} if messages else {}
+
+
+def api_error_response(detail: str, status_code: int, **extra: Any) -> JsonResponse:
+    return JsonResponse(error_body(detail, **extra), status=status_code)
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if is_api_request(request):
+        return api_error_response(_("Bad request."), 400)
+    return defaults.bad_request(request, exception)
+
+
+def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if is_api_request(request):
+        return api_error_response(_("You do not have permission to perform this action."), 403)
+    return defaults.permission_denied(request, exception)
+
+
+def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if is_api_request(request):
+        return api_error_response(_("Not found."), 404)
+    return defaults.page_not_found(request, exception)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    if is_api_request(request):
+        return api_error_response(_("Server error."), 500)
+    return defaults.server_error(request)

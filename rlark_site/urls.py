@@ -32,3 +32,8 @@ urlpatterns = [
     path("jobs/", include("jobs.urls")),
     path("django-admin/", admin.site.urls),
 ]
+
+handler400 = "rlark_site.exceptions.bad_request"
+handler403 = "rlark_site.exceptions.permission_denied"
+handler404 = "rlark_site.exceptions.page_not_found"
+handler500 = "rlark_site.exceptions.server_error"

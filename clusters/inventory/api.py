@@ -11,7 +11,6 @@ from typing import Any
 from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -32,6 +31,7 @@ from clusters.inventory.services import (
 from clusters.models import Cluster, Node
 from clusters.validators import validate_api_url
 from rlark_site.exceptions import ApplicationError
+from rlark_site.pagination import BoundedLimitOffsetPagination
 from rlark_site.tenancy.access import is_platform_admin
 
 
@@ -131,7 +131,7 @@ def _cluster_response(user: Any, name: str, *, code: int = status.HTTP_200_OK) -
 
 class ClusterListView(APIView):
     permission_classes = [ReadAllWriteAdmins]
-    pagination_class = LimitOffsetPagination
+    pagination_class = BoundedLimitOffsetPagination
 
     @extend_schema(responses=ClusterSerializer(many=True))
     def get(self, request: Request) -> Response:
@@ -190,7 +190,7 @@ class ClusterPollView(APIView):
 
 
 class NodeListView(APIView):
-    pagination_class = LimitOffsetPagination
+    pagination_class = BoundedLimitOffsetPagination
     @extend_schema(
         parameters=[
             OpenApiParameter("cluster", str, description="only this cluster"),

@@ -15,7 +15,6 @@ from drf_spectacular.utils import (
     inline_serializer,
 )
 from rest_framework import serializers, status
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -34,6 +33,14 @@ from clusters.verifications.services import (
     verification_request_outcome,
 )
 from rlark_site.exceptions import ApplicationError
+from rlark_site.limits import (
+    MAX_DEVICE_KINDS,
+    MAX_FORM_TEXT,
+    MAX_HOST_PATHS,
+    MAX_SELECTOR_CONDITIONS,
+    BoundedDictField,
+)
+from rlark_site.pagination import BoundedLimitOffsetPagination
 from rlark_site.tenancy.access import access_team, teams_for_user
 from rlark_site.tenancy.models import Team
 
@@ -62,6 +69,14 @@ class SelectorField(serializers.Field):
     `parse_selector_input` (400 with findings), not here."""
 
     def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, (dict, list)) and len(data) > MAX_SELECTOR_CONDITIONS:
+            raise serializers.ValidationError(
+                _("A selector has at most %(max)s conditions.") % {"max": MAX_SELECTOR_CONDITIONS}
+            )
+        if isinstance(data, str) and len(data) > MAX_FORM_TEXT:
+            raise serializers.ValidationError(
+                _("Ensure this field has no more than %(max)s characters.") % {"max": MAX_FORM_TEXT}
+            )
         return data
 
     def to_representation(self, value: Any) -> Any:
@@ -109,11 +124,11 @@ class VerificationRequestSerializer(serializers.Serializer):
     selector = SelectorField()
     for_header_role = serializers.BooleanField(default=False)
     requested_gpu = serializers.IntegerField(required=False, allow_null=True, min_value=0)
-    requested_devices = serializers.DictField(
-        child=serializers.IntegerField(min_value=0), required=False
+    requested_devices = BoundedDictField(
+        child=serializers.IntegerField(min_value=0), required=False, max_items=MAX_DEVICE_KINDS
     )
     requested_host_paths = serializers.ListField(
-        child=serializers.CharField(max_length=4096), required=False
+        child=serializers.CharField(max_length=4096), required=False, max_length=MAX_HOST_PATHS
     )
     note = serializers.CharField(required=False, allow_blank=True, max_length=4000, default="")
 
@@ -121,11 +136,11 @@ class VerificationRequestSerializer(serializers.Serializer):
 class ApproveSerializer(serializers.Serializer):
     note = serializers.CharField(required=False, allow_blank=True, max_length=4000, default="")
     confirm_gpu = serializers.IntegerField(required=False, allow_null=True, min_value=0)
-    confirm_devices = serializers.DictField(
-        child=serializers.IntegerField(min_value=0), required=False
+    confirm_devices = BoundedDictField(
+        child=serializers.IntegerField(min_value=0), required=False, max_items=MAX_DEVICE_KINDS
     )
     confirm_host_paths = serializers.ListField(
-        child=serializers.CharField(max_length=4096), required=False
+        child=serializers.CharField(max_length=4096), required=False, max_length=MAX_HOST_PATHS
     )
 
 
@@ -210,7 +225,7 @@ class VerificationsView(APIView):
             cluster=request.query_params.get("cluster") or None,
             team=request.query_params.get("team") or None,
         )
-        paginator = LimitOffsetPagination()
+        paginator = BoundedLimitOffsetPagination()
         page = paginator.paginate_queryset(queryset, request, view=self)
         return paginator.get_paginated_response(
             VerificationSerializer(page, many=True).data

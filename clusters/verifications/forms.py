@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sized
+from typing import Any, TypeVar
 
 from django import forms
 from django.utils.translation import gettext_lazy as _
@@ -10,7 +11,10 @@ from django.utils.translation import gettext_lazy as _
 from clusters.matching import SelectorInputError, parse_selector_input
 from clusters.models import Cluster, Verification
 from clusters.verifications.selectors import OPEN, STATE_FILTERS
+from rlark_site.limits import MAX_DEVICE_KINDS, MAX_FORM_TEXT, MAX_HOST_PATHS
 from rlark_site.tenancy.models import Team
+
+_Sized = TypeVar("_Sized", bound=Sized)
 
 _STATE_LABELS = {
     OPEN: _("open (pending and stale)"),
@@ -27,11 +31,20 @@ def _lines(text: str) -> list[str]:
             if part.strip()]
 
 
+def _at_most(items: _Sized, limit: int) -> _Sized:
+    if len(items) > limit:
+        raise forms.ValidationError(
+            _("Enter at most %(max)s entries, one per line.") % {"max": limit}
+        )
+    return items
+
+
 class VerificationRequestForm(forms.Form):
     cluster = forms.ModelChoiceField(
         queryset=Cluster.objects.order_by("name"), to_field_name="name", label=_("Cluster"),
     )
     conditions = forms.CharField(
+        max_length=MAX_FORM_TEXT,
         label=_("Node selector"), widget=forms.Textarea(attrs={"rows": 3}),
         help_text=_("key=value conditions, one per line or separated by commas; each key once."),
     )
@@ -42,12 +55,12 @@ class VerificationRequestForm(forms.Form):
         required=False, min_value=0, label=_("GPUs per worker (optional)"),
     )
     requested_devices = forms.CharField(
-        required=False, label=_("Device resources (optional)"),
+        required=False, max_length=MAX_FORM_TEXT, label=_("Device resources (optional)"),
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text=_("name=count, for example rlinf.io/rdma=1"),
     )
     requested_host_paths = forms.CharField(
-        required=False, label=_("Host directories to confirm (optional)"),
+        required=False, max_length=MAX_FORM_TEXT, label=_("Host directories to confirm (optional)"),
         widget=forms.Textarea(attrs={"rows": 2}), help_text=_("Absolute paths, one per line."),
     )
     note = forms.CharField(required=False, label=_("Note for the admins"),
@@ -63,16 +76,17 @@ class VerificationRequestForm(forms.Form):
         devices: dict[str, int] = {}
         for part in _lines(self.cleaned_data["requested_devices"]):
             name, _sep, count = part.partition("=")
-            if not count.strip().isdigit():
+            if not count.strip().isdecimal():
                 raise forms.ValidationError(
                     _("%(part)s is not name=count.") % {"part": part[:100]}
                 )
             devices[name.strip()] = int(count)
-        return devices
+        return _at_most(devices, MAX_DEVICE_KINDS)
 
     def clean_requested_host_paths(self) -> list[str]:
-        return [line.strip() for line in self.cleaned_data["requested_host_paths"].splitlines()
-                if line.strip()]
+        return _at_most([line.strip() for line
+                         in self.cleaned_data["requested_host_paths"].splitlines()
+                         if line.strip()], MAX_HOST_PATHS)
 
 
 class DecisionForm(forms.Form):

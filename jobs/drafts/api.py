@@ -15,7 +15,7 @@ from django.http import HttpResponse
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import generics, serializers, status
+from rest_framework import generics, status
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -40,7 +40,7 @@ from jobs.drafts.serializers import (
 )
 from jobs.drafts.services import job_create, job_delete, job_update, ssh_key_create, ssh_key_delete
 from jobs.models import Job, JobState, SSHKey
-from rlark_site.exceptions import ApplicationError
+from rlark_site.exceptions import ApplicationError, validated
 
 YAML_CONTENT_TYPE = "text/yaml; charset=utf-8"
 MANIFEST_SHA256_HEADER = "X-Manifest-SHA256"
@@ -50,34 +50,6 @@ _ERRORS = {
     400: OpenApiResponse(FindingsErrorSerializer, description="malformed body or name refused"),
     404: OpenApiResponse(description="missing, or another team's"),
 }
-
-
-def _error_path(errors: Any, path: tuple[str, ...] = ()) -> tuple[tuple[str, ...], str]:
-    """The first leaf of DRF's nested error structure, with where it is."""
-    if isinstance(errors, dict):
-        key, value = next(iter(errors.items()))
-        inner = path if key == "non_field_errors" else (*path, str(key))
-        return _error_path(value, inner)
-    if isinstance(errors, list) and errors:
-        for index, item in enumerate(errors):
-            if item:
-                if isinstance(item, (dict, list)):
-                    return _error_path(item, (*path, str(index)))
-                return path, str(item)
-    return path, str(errors)
-
-
-def _validated(serializer: serializers.Serializer) -> dict[str, Any]:
-    """The shape-checked body, or a 400 naming the first problem and listing all of them."""
-    if not serializer.is_valid():
-        where, message = _error_path(serializer.errors)
-        detail = f"{'.'.join(where)}: {message}" if where else message
-        raise ApplicationError(
-            _("Malformed request body: %(problem)s") % {"problem": detail},
-            extra={"errors": serializer.errors},
-        )
-    data: dict[str, Any] = serializer.validated_data
-    return data
 
 
 def _detail(job: Job, request: Request, *, status_code: int = status.HTTP_200_OK) -> Response:
@@ -104,7 +76,7 @@ class JobListView(generics.ListAPIView):
 
     @extend_schema(request=JobDraftSerializer, responses={201: JobDetailSerializer, **_ERRORS})
     def post(self, request: Request) -> Response:
-        data = _validated(JobDraftSerializer(data=request.data))
+        data = validated(JobDraftSerializer(data=request.data))
         team = team_for_user(request.user, data.get("team"))
         job = job_create(team=team, user=request.user, data=data)
         return _detail(job, request, status_code=status.HTTP_201_CREATED)
@@ -117,7 +89,7 @@ class JobDetailView(APIView):
 
     def _update(self, request: Request, name: str, *, partial: bool) -> Response:
         job = job_get_for_user(request.user, name)
-        data = _validated(JobDraftSerializer(data=request.data, partial=partial))
+        data = validated(JobDraftSerializer(data=request.data, partial=partial))
         job = job_update(job=job, user=request.user, data=data, partial=partial)
         return _detail(job, request)
 
@@ -196,7 +168,7 @@ class SSHKeyListView(generics.ListAPIView):
 
     @extend_schema(request=SSHKeyInSerializer, responses={201: SSHKeySerializer, **_ERRORS})
     def post(self, request: Request) -> Response:
-        data = _validated(SSHKeyInSerializer(data=request.data))
+        data = validated(SSHKeyInSerializer(data=request.data))
         key = ssh_key_create(
             team=team_for_user(request.user, data.get("team")), user=request.user,
             name=data["name"], public_key=data["public_key"],

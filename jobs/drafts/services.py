@@ -24,6 +24,7 @@ from jobs.core.sshkeys import SSHKeyError, fingerprint_sha256, normalize_openssh
 from jobs.models import DeploymentParameters, Job, JobState, LaunchList, Role, SSHKey
 from rlark_site.exceptions import ApplicationError
 from rlark_site.tenancy.models import Team
+from rlark_site.validators import has_control_characters
 
 __all__ = [
     "JOB_NAME_MAX_LENGTH",
@@ -151,10 +152,12 @@ def _name_taken(name: str) -> ApplicationError:
 def _check_name(name: Any, *, exclude_job_id: int | None) -> str:
     """The name if a draft can be stored under it; ApplicationError with findings otherwise."""
     text = _text(name)
-    if not text or "/" in text or len(text) > JOB_NAME_MAX_LENGTH:
+    if (not text or "/" in text or len(text) > JOB_NAME_MAX_LENGTH
+            or has_control_characters(text)):
         raise _name_problem(
             text, "job.name.invalid",
-            _("A job needs a name to be found by: 1-%(max)d characters without '/'.")
+            _("A job needs a name to be found by: 1-%(max)d characters without '/' or "
+              "control characters.")
             % {"max": JOB_NAME_MAX_LENGTH},
         )
     if name_is_taken(text, exclude_job_id=exclude_job_id):
@@ -289,9 +292,10 @@ def job_delete(*, job: Job) -> None:
 
 def _ssh_key_name(name: Any) -> str:
     text = _text(name).strip()
-    if not text or len(text) > SSH_KEY_NAME_MAX_LENGTH:
+    if not text or len(text) > SSH_KEY_NAME_MAX_LENGTH or has_control_characters(text):
         raise ApplicationError(
-            _("A key name is 1-%(max)d characters.") % {"max": SSH_KEY_NAME_MAX_LENGTH},
+            _("A key name is 1-%(max)d characters without control characters.")
+            % {"max": SSH_KEY_NAME_MAX_LENGTH},
             extra={"field": "name"},
         )
     return text

@@ -10,7 +10,7 @@ from django.db.models import QuerySet
 from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from pghistory.models import Events
-from rest_framework import generics, serializers, status
+from rest_framework import generics, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -33,23 +33,11 @@ from jobs.records.serializers import (
     RunRecordChainSerializer,
     RunRecordSummarySerializer,
     SubmitAcceptedSerializer,
-    errors_detail,
 )
-from rlark_site.exceptions import ApplicationError
+from rlark_site.exceptions import ApplicationError, validated
 
 _NOT_FOUND = OpenApiResponse(description="missing, or another team's")
 _TEAM_PARAM = OpenApiParameter("team", str, description="team slug (default: all your teams)")
-
-
-def _validated(serializer: serializers.Serializer) -> dict[str, Any]:
-    if not serializer.is_valid():
-        problem = errors_detail(serializer.errors)
-        raise ApplicationError(
-            _("Malformed request body: %(problem)s") % {"problem": problem},
-            extra={"errors": serializer.errors},
-        )
-    data: dict[str, Any] = serializer.validated_data
-    return data
 
 
 def _team_filter(request: Request) -> Any:
@@ -72,7 +60,7 @@ class LaunchListsView(generics.ListAPIView):
 
     @extend_schema(request=LaunchListInSerializer, responses={201: LaunchListSerializer})
     def post(self, request: Request) -> Response:
-        data = _validated(LaunchListInSerializer(data=request.data))
+        data = validated(LaunchListInSerializer(data=request.data))
         team = team_for_user(request.user, data.pop("team", None))
         launch_list = services.launch_list_create(team=team, user=request.user, fields=data)
         return Response(LaunchListSerializer(launch_list).data, status=status.HTTP_201_CREATED)
@@ -87,7 +75,7 @@ class LaunchListDetailView(APIView):
     @extend_schema(request=LaunchListInSerializer, responses={200: LaunchListSerializer})
     def patch(self, request: Request, pk: int) -> Response:
         launch_list = selectors.launch_list_get_for_user(request.user, pk)
-        data = _validated(LaunchListInSerializer(data=request.data, partial=True))
+        data = validated(LaunchListInSerializer(data=request.data, partial=True))
         data.pop("team", None)
         updated = services.launch_list_update(
             launch_list=launch_list, user=request.user, fields=data
@@ -113,7 +101,7 @@ class DeploymentParametersListView(generics.ListAPIView):
     @extend_schema(request=DeploymentParametersInSerializer,
                    responses={201: DeploymentParametersSerializer})
     def post(self, request: Request) -> Response:
-        data = _validated(DeploymentParametersInSerializer(data=request.data))
+        data = validated(DeploymentParametersInSerializer(data=request.data))
         team = team_for_user(request.user, data.pop("team", None))
         parameters = services.deployment_parameters_create(
             team=team, user=request.user, fields=data
@@ -133,7 +121,7 @@ class DeploymentParametersDetailView(APIView):
                    responses={200: DeploymentParametersSerializer})
     def patch(self, request: Request, pk: int) -> Response:
         parameters = selectors.deployment_parameters_get_for_user(request.user, pk)
-        data = _validated(DeploymentParametersInSerializer(data=request.data, partial=True))
+        data = validated(DeploymentParametersInSerializer(data=request.data, partial=True))
         data.pop("team", None)
         updated = services.deployment_parameters_update(
             parameters=parameters, user=request.user, fields=data
@@ -146,7 +134,7 @@ class FillFromJobView(APIView):
                    responses={200: DeploymentParametersSerializer, 404: _NOT_FOUND})
     def post(self, request: Request, pk: int) -> Response:
         parameters = selectors.deployment_parameters_get_for_user(request.user, pk)
-        data = _validated(FillFromJobSerializer(data=request.data))
+        data = validated(FillFromJobSerializer(data=request.data))
         job = job_get_for_user(request.user, data["job"])
         updated = services.deployment_parameters_fill_from_job(
             parameters=parameters, job=job, user=request.user
@@ -207,7 +195,7 @@ class FirstRunCheckView(APIView):
                               409: OpenApiResponse(description="not seen Running yet")})
     def post(self, request: Request, name: str) -> Response:
         job = job_get_for_user(request.user, name)
-        data = _validated(FirstRunCheckInSerializer(data=request.data))
+        data = validated(FirstRunCheckInSerializer(data=request.data))
         check = services.first_run_check_record(job=job, user=request.user, **data)
         body = {
             "observed": check.observed, "evidence": check.evidence, "notes": check.notes,
@@ -245,7 +233,7 @@ class RunRecordCloneView(APIView):
                    responses={201: OpenApiResponse(description="{name}: the new draft")})
     def post(self, request: Request, name: str) -> Response:
         record = selectors.run_record_get_for_user(request.user, name)
-        data = _validated(CloneSerializer(data=request.data))
+        data = validated(CloneSerializer(data=request.data))
         job_get_for_user(request.user, record.job_name)  # admins read records, teams clone
         job = services.run_record_clone(run_record=record, user=request.user, name=data["name"])
         return Response({"name": job.name, "state": job.state}, status=status.HTTP_201_CREATED)

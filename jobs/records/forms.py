@@ -13,6 +13,7 @@ from clusters.models import Verification
 from jobs.models import DeploymentParameters, Job, LaunchList
 from jobs.records.checklist import ANSWERS, CHECKLIST
 from jobs.records.serializers import MAX_TEXT, RoleConstraintSerializer, errors_detail
+from rlark_site.validators import no_control_characters
 
 _TEXTAREA = {"rows": 3, "spellcheck": "false"}
 
@@ -44,7 +45,7 @@ def _parse_signal(number: int, line: str) -> dict[str, Any]:
     minutes_text = parts[2] if len(parts) > 2 else ""
     minutes = None
     if minutes_text:
-        if not minutes_text.isdigit() or int(minutes_text) < 1:
+        if not minutes_text.isdecimal() or int(minutes_text) < 1:
             raise forms.ValidationError(
                 _("Line %(n)d: minutes must be a whole number above 0.") % {"n": number}
             )
@@ -53,7 +54,8 @@ def _parse_signal(number: int, line: str) -> dict[str, Any]:
 
 
 class LaunchListForm(forms.Form):
-    title = forms.CharField(label=_("Title"), max_length=200)
+    title = forms.CharField(label=_("Title"), max_length=200,
+                            validators=[no_control_characters])
     entry = _text(_("Entry command or config"),
                   help_text=_("What the run script starts, e.g. python -m rlinf.train --config "
                               "ppo.yaml."))
@@ -108,7 +110,8 @@ class VerificationChoiceField(forms.ModelMultipleChoiceField):
 
 
 class DeploymentParametersForm(forms.Form):
-    title = forms.CharField(label=_("Title"), max_length=200)
+    title = forms.CharField(label=_("Title"), max_length=200,
+                            validators=[no_control_characters])
     launch_list = forms.ModelChoiceField(
         label=_("Launch list"), required=False, queryset=LaunchList.objects.none(),
         help_text=_("The two records reference each other."),

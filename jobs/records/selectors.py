@@ -275,7 +275,7 @@ def other_run_record_for_diff(user: Any, record: RunRecord, name: str) -> RunRec
 
 
 def _actor_id(actor: str) -> int | None:
-    if actor.isdigit():
+    if actor.isdecimal():
         return int(actor)
     user = get_user_model().objects.filter(username=actor).first()
     return user.pk if user is not None else -1

@@ -8,6 +8,17 @@ from django.utils.translation import gettext_lazy as _
 from rest_framework import serializers
 
 from jobs.models import DeploymentParameters, LaunchList
+from rlark_site.limits import (
+    MAX_CHECKLIST_ANSWERS,
+    MAX_DEVICE_KINDS,
+    MAX_EXPECTED_SIGNALS,
+    MAX_MOUNTS,
+    MAX_REFERENCES,
+    MAX_ROLES,
+    MAX_SELECTOR_CONDITIONS,
+    BoundedDictField,
+)
+from rlark_site.validators import no_control_characters
 
 MAX_TEXT = 20_000
 
@@ -23,14 +34,15 @@ class ExpectedSignalSerializer(serializers.Serializer):
 
 class LaunchListInSerializer(serializers.Serializer):
     team = serializers.SlugField(required=False, help_text=_("team slug (default: your first)"))
-    title = serializers.CharField(max_length=200)
+    title = serializers.CharField(max_length=200, validators=[no_control_characters])
     entry = serializers.CharField(max_length=MAX_TEXT, allow_blank=True, required=False)
     datasets = serializers.CharField(max_length=MAX_TEXT, allow_blank=True, required=False)
     models_used = serializers.CharField(max_length=MAX_TEXT, allow_blank=True, required=False)
     hyperparameters = serializers.CharField(max_length=MAX_TEXT, allow_blank=True,
                                             required=False)
     notes = serializers.CharField(max_length=MAX_TEXT, allow_blank=True, required=False)
-    expected_signals = ExpectedSignalSerializer(many=True, required=False)
+    expected_signals = serializers.ListField(child=ExpectedSignalSerializer(), required=False,
+                                             max_length=MAX_EXPECTED_SIGNALS)
     deployment_parameters = serializers.IntegerField(allow_null=True, required=False)
 
 
@@ -71,24 +83,28 @@ class MountConstraintSerializer(serializers.Serializer):
 class RoleConstraintSerializer(serializers.Serializer):
     role = serializers.CharField(max_length=63)
     cluster = serializers.CharField(max_length=63, allow_blank=True)
-    selector = serializers.DictField(child=serializers.CharField(max_length=317, allow_blank=True))
+    selector = BoundedDictField(child=serializers.CharField(max_length=317, allow_blank=True),
+                                max_items=MAX_SELECTOR_CONDITIONS)
     gpus = serializers.IntegerField(min_value=0, allow_null=True, required=False, default=0)
-    devices = serializers.DictField(child=serializers.IntegerField(min_value=0), required=False,
-                                    default=dict)
+    devices = BoundedDictField(child=serializers.IntegerField(min_value=0), required=False,
+                               default=dict, max_items=MAX_DEVICE_KINDS)
     cpu = ResourcePairSerializer(required=False, default=dict)
     memory = ResourcePairSerializer(required=False, default=dict)
-    mounts = MountConstraintSerializer(many=True, required=False, default=list)
+    mounts = serializers.ListField(child=MountConstraintSerializer(), required=False,
+                                   default=list, max_length=MAX_MOUNTS)
 
 
 class DeploymentParametersInSerializer(serializers.Serializer):
     team = serializers.SlugField(required=False, help_text=_("team slug (default: your first)"))
-    title = serializers.CharField(max_length=200)
+    title = serializers.CharField(max_length=200, validators=[no_control_characters])
     launch_list = serializers.IntegerField(allow_null=True, required=False)
-    roles = RoleConstraintSerializer(many=True, required=False)
+    roles = serializers.ListField(child=RoleConstraintSerializer(), required=False,
+                                  max_length=MAX_ROLES)
     network_domain = serializers.CharField(max_length=63, allow_blank=True, required=False)
     storage_notes = serializers.CharField(max_length=MAX_TEXT, allow_blank=True, required=False)
     network_notes = serializers.CharField(max_length=MAX_TEXT, allow_blank=True, required=False)
-    verifications = serializers.ListField(child=serializers.IntegerField(), required=False)
+    verifications = serializers.ListField(child=serializers.IntegerField(), required=False,
+                                          max_length=MAX_REFERENCES)
 
 
 class DeploymentParametersSerializer(serializers.ModelSerializer):
@@ -115,8 +131,8 @@ class FirstRunCheckInSerializer(serializers.Serializer):
                                      default="")
     notes = serializers.CharField(max_length=MAX_TEXT, allow_blank=True, required=False,
                                   default="")
-    troubleshooting = serializers.DictField(
-        required=False, default=dict,
+    troubleshooting = BoundedDictField(
+        required=False, default=dict, max_items=MAX_CHECKLIST_ANSWERS,
         help_text=_('checklist code -> {"answer": "ok"|"problem"|"unchecked", "note": "..."}'),
     )
 

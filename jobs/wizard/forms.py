@@ -66,7 +66,7 @@ class Goto:
 
 def parse_goto(value: str) -> Goto:
     kind, _sep, number = value.partition("-")
-    if kind in {"step", "role"} and number.isdigit():
+    if kind in {"step", "role"} and number.isdecimal():
         return Goto(kind, int(number))
     if kind in {"next", "back"}:
         return Goto(kind)

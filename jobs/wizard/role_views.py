@@ -65,7 +65,7 @@ _UNUSABLE_SELECTOR = frozenset({"selector.syntax", "selector.duplicate_key", "se
 
 
 def _role_index(raw: str | None, count: int) -> int:
-    index = int(raw) if raw and raw.isdigit() else 0
+    index = int(raw) if raw and raw.isdecimal() else 0
     return min(index, max(count - 1, 0))
 
 

@@ -99,7 +99,7 @@ def _new_basics() -> BasicsState:
 
 def _apply_action(state: BasicsState, action: str) -> list[FindingView]:
     """Add or remove a role row; returns the refusals to show (nothing is saved here)."""
-    if action.startswith("remove-role-") and action[12:].isdigit():
+    if action.startswith("remove-role-") and action[12:].isdecimal():
         index = int(action[12:])
         if index < len(state.rows):
             del state.rows[index]

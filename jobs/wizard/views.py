@@ -17,6 +17,7 @@ from django.core.paginator import Paginator
 from django.db.models import Prefetch
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
+from django.utils.http import content_disposition_header
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -147,7 +148,9 @@ def manifest_download(request: HttpRequest, name: str) -> HttpResponse:
     job = load_job(request, name)
     manifest = step_views.manifest_of(job)
     response = HttpResponse(manifest.yaml, content_type="application/yaml; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{job.name}.yaml"'
+    response["Content-Disposition"] = content_disposition_header(
+        as_attachment=True, filename=f"{job.name}.yaml"
+    ) or "attachment"
     return response
 
 

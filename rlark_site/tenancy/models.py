@@ -6,6 +6,7 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from rlark_site.audit.tracking import audited
+from rlark_site.validators import no_control_characters
 
 slug_validator = RegexValidator(
     r"^[a-z0-9]([a-z0-9-]{0,48}[a-z0-9])?$",
@@ -18,7 +19,7 @@ class Team(models.Model):
     """A tenant: its members see and change only its jobs, records and keys."""
 
     slug = models.CharField(max_length=50, unique=True, validators=[slug_validator])
-    name = models.CharField(max_length=200)
+    name = models.CharField(max_length=200, validators=[no_control_characters])
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
