@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test.utils import override_settings
+from django.utils import translation
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -27,6 +29,14 @@ def _fast_password_hasher() -> Iterator[None]:
     Production keeps Django's defaults (the setting is untouched outside the test process)."""
     with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
         yield
+
+
+@pytest.fixture(autouse=True)
+def _default_language() -> Iterator[None]:
+    """A request in another language leaves that language active in the thread (Django's
+    LocaleMiddleware never resets it); each test starts from the default again."""
+    yield
+    translation.activate(settings.LANGUAGE_CODE)
 
 
 def make_user(username: str, *, team: Team | None = None, role: str = MemberRole.MEMBER,
