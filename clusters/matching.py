@@ -17,16 +17,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import Any, TypeVar
 
 from django.db import connection
 from django.utils.translation import gettext
 
 from clusters.labels import SelectorProblem, parse_selector_text, selector_problems
-from clusters.types import MatchedNode, SelectorMatch, selector_key
+from clusters.types import ConditionClusters, MatchedNode, SelectorMatch, selector_key
 from rlark_site.exceptions import ApplicationError
 
 SelectorKey = tuple[tuple[str, str], ...]
+T = TypeVar("T")
+
+# Answers list at most this many nodes (the default, and the most a client may ask for);
+# counts per cluster are always complete.
+NODES_PAGE_DEFAULT = 50
+NODES_PAGE_MAX = 500
 
 # COLLATE "C": the order is code-point order whatever the database's collation, which is
 # also Python's order (the Header role's namespace is that of the first match).
@@ -77,9 +84,7 @@ def _fetch_nodes(condition_json: str) -> tuple[MatchedNode, ...]:
     )
 
 
-def _fetch_condition_clusters(
-    conditions: Sequence[tuple[str, str]],
-) -> tuple[tuple[tuple[str, str], frozenset[str]], ...]:
+def _fetch_condition_clusters(conditions: Sequence[tuple[str, str]]) -> ConditionClusters:
     reached: dict[tuple[str, str], set[str]] = {cond: set() for cond in conditions}
     with connection.cursor() as cursor:
         cursor.execute(
@@ -110,6 +115,12 @@ def match_selector(selector: Mapping[str, str]) -> SelectorMatch:
     return SelectorMatch(nodes=nodes, condition_clusters=condition_clusters)
 
 
+def condition_clusters(selector: Mapping[str, str]) -> ConditionClusters:
+    """For each single condition of `selector`: the clusters whose present nodes carry it
+    (one indexed query; no node is read)."""
+    return _fetch_condition_clusters(sorted(selector.items())) if selector else ()
+
+
 def match_many(selectors: Iterable[Mapping[str, str]]) -> dict[SelectorKey, SelectorMatch]:
     """Matches for several selectors, keyed like `CheckContext.matches` (duplicates once)."""
     result: dict[SelectorKey, SelectorMatch] = {}
@@ -125,23 +136,66 @@ def node_ref(node: MatchedNode) -> dict[str, Any]:
     return {"cluster": node.cluster, "name": node.name, "namespace": node.namespace}
 
 
-def describe_match(match: SelectorMatch, *, cluster: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class NodeWindow:
+    """Which part of a long node list an answer carries: `limit` nodes from `offset`."""
+
+    offset: int = 0
+    limit: int = NODES_PAGE_DEFAULT
+
+    def page(self, nodes: Sequence[T], total: int | None = None) -> tuple[list[T], int | None]:
+        """The window's slice of `nodes`, and the offset of the next page (None at the end)."""
+        total = len(nodes) if total is None else total
+        end = self.offset + self.limit
+        return list(nodes[self.offset:end]), end if end < total else None
+
+
+def node_window(offset: object = None, limit: object = None) -> NodeWindow:
+    """A window from request input (query parameters or body fields); 400 when out of range."""
+    try:
+        start = int(str(offset)) if offset not in (None, "") else 0
+        size = int(str(limit)) if limit not in (None, "") else NODES_PAGE_DEFAULT
+    except ValueError:
+        start = size = -1
+    if start < 0 or not 1 <= size <= NODES_PAGE_MAX:
+        raise ApplicationError(
+            gettext("nodes_offset must be 0 or more and nodes_limit between 1 and %(max)d.")
+            % {"max": NODES_PAGE_MAX},
+            extra={"field": "nodes_limit"}, status_code=400,
+        )
+    return NodeWindow(offset=start, limit=size)
+
+
+FIRST_PAGE = NodeWindow()
+
+
+def describe_match(match: SelectorMatch, *, cluster: str,
+                   window: NodeWindow = FIRST_PAGE) -> dict[str, Any]:
     """The `POST selector-matches/` body: `match` judged against the chosen `cluster`.
 
     `confined` is true when there is at least one match and every match lies in `cluster`;
     `confining_conditions` are the single conditions whose own matches all lie in `cluster`.
+    The answer's size does not grow with the fleet: `per_cluster` counts every match, `nodes`
+    is the window's page of them (`nodes_next_offset` asks for the next one) and
+    `foreign_nodes` the first of those outside `cluster` (`foreign_count` counts them all).
     """
     foreign = match.foreign_nodes(cluster)
+    nodes, next_offset = window.page(match.nodes)
     return {
         "cluster": cluster,
         "count": match.count,
-        "nodes": [{**node_ref(n), "ready": n.ready, "gpu": n.gpu} for n in match.nodes],
+        "per_cluster": [asdict(c) for c in match.per_cluster()],
+        "nodes": [{**node_ref(n), "ready": n.ready, "gpu": n.gpu} for n in nodes],
+        "nodes_offset": window.offset,
+        "nodes_limit": window.limit,
+        "nodes_next_offset": next_offset,
         "clusters": sorted(match.clusters),
         "confined": match.count > 0 and not foreign,
         "confining_conditions": [
             {"key": k, "value": v} for k, v in match.confining_conditions(cluster)
         ],
-        "foreign_nodes": [node_ref(n) for n in foreign],
+        "foreign_count": len(foreign),
+        "foreign_nodes": [node_ref(n) for n in foreign[:window.limit]],
         "gpu_max": match.gpu_max(),
         "devices_max": match.devices_max(),
     }

@@ -271,6 +271,9 @@ class Verification(models.Model):
     # Snapshot of the automated result at request time.
     matches = models.JSONField(default=list)  # [{cluster, name, namespace, gpu, devices, ready}]
     match_signature = models.JSONField(default=list)  # [[cluster, node], ...] sorted
+    # What pages and answers show of the snapshot instead of its node list (it never grows
+    # with the fleet): {count, per_cluster: [{cluster, count, ready}], gpu_max, devices_max}.
+    match_summary = models.JSONField(default=dict)
     inventory_generations = models.JSONField(default=dict)  # {cluster: generation}
     # Decision.
     state = models.CharField(

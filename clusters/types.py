@@ -5,8 +5,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import NamedTuple
+from dataclasses import asdict, dataclass
+from typing import Any, NamedTuple
+
+ConditionClusters = tuple[tuple[tuple[str, str], frozenset[str]], ...]
+
+
+def confining_conditions(reached: ConditionClusters, cluster: str) -> tuple[tuple[str, str], ...]:
+    """Single conditions whose own matches all lie in `cluster` (and are non-empty)."""
+    return tuple(c for c, clusters in reached if clusters == frozenset({cluster}))
 
 
 class MatchedNode(NamedTuple):
@@ -27,7 +34,7 @@ class SelectorMatch:
 
     nodes: tuple[MatchedNode, ...]
     # For each single condition (key, value): the set of clusters its matches lie in.
-    condition_clusters: tuple[tuple[tuple[str, str], frozenset[str]], ...] = ()
+    condition_clusters: ConditionClusters = ()
 
     @property
     def count(self) -> int:
@@ -41,8 +48,7 @@ class SelectorMatch:
         return tuple(n for n in self.nodes if n.cluster != cluster)
 
     def confining_conditions(self, cluster: str) -> tuple[tuple[str, str], ...]:
-        """Single conditions whose own matches all lie in `cluster` (and are non-empty)."""
-        return tuple(c for c, cl in self.condition_clusters if cl == frozenset({cluster}))
+        return confining_conditions(self.condition_clusters, cluster)
 
     def gpu_max(self) -> int | None:
         """The smallest allocatable GPU count among matches; None if unknown."""
@@ -61,6 +67,90 @@ class SelectorMatch:
 
     def signature(self) -> tuple[tuple[str, str], ...]:
         return tuple((n.cluster, n.name) for n in self.nodes)
+
+    def per_cluster(self) -> tuple[ClusterCount, ...]:
+        """How many matches (and how many Ready) lie in each cluster, by cluster name."""
+        counts: dict[str, list[int]] = {}
+        for node in self.nodes:
+            entry = counts.setdefault(node.cluster, [0, 0])
+            entry[0] += 1
+            entry[1] += node.ready
+        return tuple(ClusterCount(c, n, r) for c, (n, r) in sorted(counts.items()))
+
+    def summary(self) -> MatchSummary:
+        """What the rules need of the match without its node list (kept with a snapshot)."""
+        return MatchSummary(
+            per_cluster=self.per_cluster(), gpu_max_value=self.gpu_max(),
+            devices_max_value=tuple(self.devices_max().items()),
+            condition_clusters=self.condition_clusters,
+        )
+
+
+@dataclass(frozen=True)
+class ClusterCount:
+    """How many matches lie in one cluster, and how many of them are Ready."""
+
+    cluster: str
+    count: int
+    ready: int
+
+
+@dataclass(frozen=True)
+class MatchSummary:
+    """A match reduced to counts per cluster and capacity minima: its size does not grow with
+    the fleet. `SelectorMatch.summary()` computes one; a verification stores it with its
+    snapshot, so judging the snapshot never reads its node list."""
+
+    per_cluster: tuple[ClusterCount, ...]
+    gpu_max_value: int | None
+    devices_max_value: tuple[tuple[str, int], ...]
+    condition_clusters: ConditionClusters = ()
+
+    @property
+    def count(self) -> int:
+        return sum(c.count for c in self.per_cluster)
+
+    @property
+    def clusters(self) -> frozenset[str]:
+        return frozenset(c.cluster for c in self.per_cluster)
+
+    def foreign_count(self, cluster: str) -> int:
+        return sum(c.count for c in self.per_cluster if c.cluster != cluster)
+
+    def confining_conditions(self, cluster: str) -> tuple[tuple[str, str], ...]:
+        return confining_conditions(self.condition_clusters, cluster)
+
+    def gpu_max(self) -> int | None:
+        return self.gpu_max_value
+
+    def devices_max(self) -> dict[str, int]:
+        return dict(self.devices_max_value)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The stored and answered form (no condition clusters: those are read live)."""
+        return {
+            "count": self.count,
+            "per_cluster": [asdict(c) for c in self.per_cluster],
+            "gpu_max": self.gpu_max_value,
+            "devices_max": self.devices_max(),
+        }
+
+    @classmethod
+    def from_dict(
+        cls, data: dict[str, Any],
+        condition_clusters: ConditionClusters = (),
+    ) -> MatchSummary:
+        return cls(
+            per_cluster=tuple(
+                ClusterCount(str(c["cluster"]), int(c["count"]), int(c["ready"]))
+                for c in data.get("per_cluster", [])
+            ),
+            gpu_max_value=data.get("gpu_max"),
+            devices_max_value=tuple(sorted(
+                (str(k), int(v)) for k, v in (data.get("devices_max") or {}).items()
+            )),
+            condition_clusters=condition_clusters,
+        )
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from django.db import connection
 from django.utils import timezone
 
 from clusters.models import Cluster, ClusterState, Node, StorageClass
@@ -52,3 +53,37 @@ def load_fleet_rows(fleet: Path | dict[str, Any] = DEMO_FLEET, *,
         Node.objects.bulk_create(nodes)
         clusters.append(cluster)
     return clusters
+
+
+_BULK_NODES_SQL = """
+INSERT INTO clusters_node (cluster_id, name, namespace, labels, gpu, devices, ready, gone,
+                           first_seen, resource_version)
+SELECT %(cluster_id)s, format('%%s-node-%%s', %(cluster)s, lpad(i::text, 5, '0')),
+       %(namespace)s,
+       jsonb_build_object('rlinf.io/pool', 'big', 'topology.rlinf.io/cluster', %(cluster)s,
+                          'rlinf.io/rack', format('rack-%%s', i %% 20)),
+       8, '{"rlinf.io/rdma": 4}'::jsonb, i %% %(not_ready_every)s <> 0, false, now(), '1'
+FROM generate_series(1, %(nodes)s) AS i
+"""
+
+
+def bulk_fleet(clusters: int, nodes_per_cluster: int, *,
+               not_ready_every: int = 50) -> list[Cluster]:
+    """A large inventory inserted in one statement per cluster (clusters `big-00`, ...): every
+    node carries `rlinf.io/pool=big`, its `topology.rlinf.io/cluster` and one of 20 racks;
+    8 GPUs; every `not_ready_every`-th node of a cluster is NotReady."""
+    now = timezone.now()
+    created = []
+    with connection.cursor() as cursor:
+        for index in range(clusters):
+            name = f"big-{index:02d}"
+            cluster = Cluster.objects.create(
+                name=name, namespace=f"rl-{name}", api_url=f"http://127.0.0.1:1/{name}",
+                state=ClusterState.OK, last_polled_at=now, last_success_at=now, generation=1,
+            )
+            cursor.execute(_BULK_NODES_SQL, {
+                "cluster_id": cluster.pk, "cluster": name, "namespace": cluster.namespace,
+                "nodes": nodes_per_cluster, "not_ready_every": not_ready_every,
+            })
+            created.append(cluster)
+    return created

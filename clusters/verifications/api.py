@@ -5,6 +5,7 @@ Views only check the shape of the input, call one service or selector, and rende
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from django.utils.translation import gettext as _
@@ -19,10 +20,21 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from clusters.matching import describe_match, match_selector, parse_selector_input
+from clusters.matching import (
+    FIRST_PAGE,
+    NODES_PAGE_DEFAULT,
+    NODES_PAGE_MAX,
+    NodeWindow,
+    describe_match,
+    match_selector,
+    node_window,
+    parse_selector_input,
+)
 from clusters.models import Cluster, Verification
 from clusters.verifications.selectors import (
     STATE_FILTERS,
+    match_summary,
+    snapshot_nodes,
     verification_get,
     verification_list,
     verification_result,
@@ -86,6 +98,13 @@ class SelectorField(serializers.Field):
 class SelectorMatchRequestSerializer(serializers.Serializer):
     cluster = serializers.CharField(max_length=63)
     selector = SelectorField()
+    nodes_offset = serializers.IntegerField(
+        required=False, min_value=0, help_text="First node of the page of `nodes` (default 0)."
+    )
+    nodes_limit = serializers.IntegerField(
+        required=False, min_value=1, max_value=NODES_PAGE_MAX,
+        help_text=f"Nodes per page (default {NODES_PAGE_DEFAULT}, at most {NODES_PAGE_MAX}).",
+    )
 
 
 _NODES = inline_serializer("MatchedNodeRef", many=True, fields={
@@ -93,14 +112,40 @@ _NODES = inline_serializer("MatchedNodeRef", many=True, fields={
     "namespace": serializers.CharField(),
 })
 
+_PER_CLUSTER = inline_serializer("ClusterMatchCount", many=True, fields={
+    "cluster": serializers.CharField(), "count": serializers.IntegerField(),
+    "ready": serializers.IntegerField(),
+})
+
+_SNAPSHOT_NODES = inline_serializer("SnapshotNode", many=True, fields={
+    "cluster": serializers.CharField(), "name": serializers.CharField(),
+    "namespace": serializers.CharField(), "gpu": serializers.IntegerField(allow_null=True),
+    "devices": serializers.DictField(child=serializers.IntegerField()),
+    "ready": serializers.BooleanField(),
+})
+
+_DRIFT = inline_serializer("VerificationDrift", fields={
+    "added": _NODES, "removed": _NODES,
+    "added_count": serializers.IntegerField(), "removed_count": serializers.IntegerField(),
+})
+
 SelectorMatchResponse = inline_serializer("SelectorMatch", {
     "cluster": serializers.CharField(),
-    "count": serializers.IntegerField(),
+    "count": serializers.IntegerField(help_text="Every match, whatever the page."),
+    "per_cluster": _PER_CLUSTER,
     "nodes": _NODES,
+    "nodes_offset": serializers.IntegerField(),
+    "nodes_limit": serializers.IntegerField(),
+    "nodes_next_offset": serializers.IntegerField(
+        allow_null=True, help_text="`nodes_offset` of the next page; null on the last."
+    ),
     "clusters": serializers.ListField(child=serializers.CharField()),
     "confined": serializers.BooleanField(),
     "confining_conditions": serializers.ListField(child=serializers.DictField()),
-    "foreign_nodes": serializers.ListField(child=serializers.DictField()),
+    "foreign_count": serializers.IntegerField(),
+    "foreign_nodes": serializers.ListField(
+        child=serializers.DictField(), help_text="The first `nodes_limit` of them."
+    ),
     "gpu_max": serializers.IntegerField(allow_null=True),
     "devices_max": serializers.DictField(child=serializers.IntegerField()),
 })
@@ -115,7 +160,12 @@ class SelectorMatchesView(APIView):
         data.is_valid(raise_exception=True)
         selector = parse_selector_input(data.validated_data["selector"])
         cluster = _cluster_named(data.validated_data["cluster"])
-        return Response(describe_match(match_selector(selector), cluster=cluster.name))
+        window = node_window(
+            data.validated_data.get("nodes_offset"), data.validated_data.get("nodes_limit")
+        )
+        return Response(
+            describe_match(match_selector(selector), cluster=cluster.name, window=window)
+        )
 
 
 class VerificationRequestSerializer(serializers.Serializer):
@@ -149,24 +199,72 @@ class RejectSerializer(serializers.Serializer):
 
 
 class VerificationSerializer(serializers.ModelSerializer):
+    """A verification without its snapshot's node list: counts per cluster and one page of
+    the matched nodes (`matches`; the detail takes `?nodes_offset=&nodes_limit=`)."""
+
     team = serializers.CharField(source="team.slug")
     cluster = serializers.CharField(source="cluster.name")
     requested_by = serializers.CharField(source="requested_by.username")
     decided_by = serializers.CharField(source="decided_by.username", allow_null=True)
     count = serializers.SerializerMethodField()
+    per_cluster = serializers.SerializerMethodField()
+    matches = serializers.SerializerMethodField()
+    matches_offset = serializers.SerializerMethodField()
+    matches_limit = serializers.SerializerMethodField()
+    matches_next_offset = serializers.SerializerMethodField()
+    drift = serializers.SerializerMethodField()
 
     class Meta:
         model = Verification
         fields = [
             "id", "team", "cluster", "selector", "selector_key", "for_header_role",
             "requested_gpu", "requested_devices", "requested_host_paths", "request_note",
-            "requested_by", "created_at", "state", "count", "matches", "inventory_generations",
+            "requested_by", "created_at", "state", "count", "per_cluster", "matches",
+            "matches_offset", "matches_limit", "matches_next_offset", "inventory_generations",
             "decided_by", "decided_at", "decision_note", "confirmed_gpu", "confirmed_devices",
             "confirmed_host_paths", "stale_at", "drift",
         ]
 
+    def _window(self) -> NodeWindow:
+        return self.context.get("window", FIRST_PAGE)  # type: ignore[no-any-return]
+
+    def _page(self, verification: Verification) -> tuple[list[dict[str, Any]], int | None]:
+        pages = self.context.setdefault("pages", {})
+        if verification.pk not in pages:
+            pages[verification.pk] = snapshot_nodes(verification, self._window())
+        return pages[verification.pk]  # type: ignore[no-any-return]
+
     def get_count(self, verification: Verification) -> int:
-        return len(verification.matches)
+        return match_summary(verification).count
+
+    @extend_schema_field(_PER_CLUSTER)
+    def get_per_cluster(self, verification: Verification) -> list[dict[str, Any]]:
+        return [asdict(c) for c in match_summary(verification).per_cluster]
+
+    @extend_schema_field(_SNAPSHOT_NODES)
+    def get_matches(self, verification: Verification) -> list[dict[str, Any]]:
+        return self._page(verification)[0]
+
+    def get_matches_offset(self, verification: Verification) -> int:
+        return self._window().offset
+
+    def get_matches_limit(self, verification: Verification) -> int:
+        return self._window().limit
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_matches_next_offset(self, verification: Verification) -> int | None:
+        return self._page(verification)[1]
+
+    @extend_schema_field(_DRIFT)
+    def get_drift(self, verification: Verification) -> dict[str, Any]:
+        """The nodes added and removed by drift: complete counts, the first page of each."""
+        limit = self._window().limit
+        added = verification.drift.get("added", [])
+        removed = verification.drift.get("removed", [])
+        if not (added or removed):
+            return {}
+        return {"added": added[:limit], "removed": removed[:limit],
+                "added_count": len(added), "removed_count": len(removed)}
 
 
 class VerificationDetailSerializer(VerificationSerializer):
@@ -190,8 +288,8 @@ class VerificationRequestedSerializer(VerificationDetailSerializer):
         fields = [*VerificationDetailSerializer.Meta.fields, "reused", "updated", "message"]
 
 
-def _detail(verification: Verification) -> dict[str, Any]:
-    return dict(VerificationDetailSerializer(verification).data)
+def _detail(verification: Verification, window: NodeWindow = FIRST_PAGE) -> dict[str, Any]:
+    return dict(VerificationDetailSerializer(verification, context={"window": window}).data)
 
 
 def _team_for_request(request: Request, slug: str | None) -> Team:
@@ -259,10 +357,24 @@ class VerificationsView(APIView):
 
 
 class VerificationDetailView(APIView):
-    @extend_schema(responses=VerificationDetailSerializer)
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("nodes_offset", int, description="first node of `matches`"),
+            OpenApiParameter(
+                "nodes_limit", int,
+                description=f"nodes in `matches` (default {NODES_PAGE_DEFAULT}, "
+                f"at most {NODES_PAGE_MAX})",
+            ),
+        ],
+        responses=VerificationDetailSerializer,
+    )
     def get(self, request: Request, verification_id: int) -> Response:
-        return Response(_detail(verification_get(user=request.user,
-                                                 verification_id=verification_id)))
+        """One verification with its automated result and a page of its matched nodes."""
+        window = node_window(
+            request.query_params.get("nodes_offset"), request.query_params.get("nodes_limit")
+        )
+        verification = verification_get(user=request.user, verification_id=verification_id)
+        return Response(_detail(verification, window))
 
 
 class VerificationApproveView(APIView):

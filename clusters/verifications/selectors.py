@@ -3,17 +3,26 @@ findings engine consumes."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import connection
 from django.db.models import Q, QuerySet
 from django.utils.translation import gettext as _
 
-from clusters.matching import match_selector, node_ref
-from clusters.models import Verification, VerificationState
-from clusters.types import MatchedNode, SelectorMatch, VerificationView
+from clusters.matching import (
+    FIRST_PAGE,
+    NODES_PAGE_DEFAULT,
+    NodeWindow,
+    condition_clusters,
+    match_selector,
+    node_ref,
+)
+from clusters.models import Cluster, Verification, VerificationState
+from clusters.types import ConditionClusters, MatchedNode, MatchSummary, VerificationView
 from rlark_site.exceptions import NotFoundError
 from rlark_site.tenancy.access import access_team_object, is_platform_admin, scope_to_member_teams
 from rlark_site.tenancy.models import Team
@@ -41,7 +50,10 @@ def _key_tuple(selector: Mapping[str, str] | SelectorKey) -> SelectorKey:
 
 
 def _with_relations(queryset: QuerySet[Verification]) -> QuerySet[Verification]:
-    return queryset.select_related("team", "cluster", "requested_by", "decided_by")
+    """With what pages show; without the snapshot's node lists (read a page at a time)."""
+    return queryset.select_related("team", "cluster", "requested_by", "decided_by").defer(
+        "matches", "match_signature"
+    )
 
 
 def _filtered(queryset: QuerySet[Verification], *, state: str | None, cluster: str | None,
@@ -119,7 +131,7 @@ def verification_views(
     for cluster, text in by_text:
         condition |= Q(cluster__name=cluster, selector_key=text)
     rows = (
-        Verification.objects.filter(condition, team=team)
+        Verification.objects.filter(condition, team=team).defer("matches")
         .select_related("cluster").order_by("-created_at", "-id")
     )
     best: dict[VerificationKey, Verification] = {}
@@ -140,24 +152,81 @@ def verification_view_for(team: Team, cluster: str,
     return verification_views(team, [(cluster, selector)]).get((cluster, _key_tuple(selector)))
 
 
+_PAGE_SQL = (
+    "SELECT jsonb_path_query_array(matches, %s::jsonpath) FROM clusters_verification "
+    "WHERE id = %s"
+)
+# The first stored matches outside a cluster, and the first NotReady ones.
+_OUTSIDE_SQL = """
+SELECT coalesce(jsonb_agg(e.node), '[]'::jsonb) FROM (
+    SELECT node FROM clusters_verification v, jsonb_array_elements(v.matches) AS node
+    WHERE v.id = %s AND node->>'cluster' <> %s LIMIT %s
+) AS e
+"""
+_NOT_READY_SQL = """
+SELECT coalesce(jsonb_agg(e.node), '[]'::jsonb) FROM (
+    SELECT node FROM clusters_verification v, jsonb_array_elements(v.matches) AS node
+    WHERE v.id = %s AND node->'ready' = 'false'::jsonb LIMIT %s
+) AS e
+"""
+
+
+def snapshot_nodes(verification: Verification, window: NodeWindow = FIRST_PAGE
+                   ) -> tuple[list[dict[str, Any]], int | None]:
+    """One page of a verification's stored matches (read in the database: the snapshot may
+    hold a whole fleet), and the offset of the next page (None on the last)."""
+    last = window.offset + window.limit - 1
+    with connection.cursor() as cursor:
+        cursor.execute(_PAGE_SQL, [f"$[{window.offset} to {last}]", verification.pk])
+        row = cursor.fetchone()
+    nodes = _json(row[0]) if row else []
+    end = window.offset + window.limit
+    return nodes, end if end < match_summary(verification).count else None
+
+
+def snapshot_nodes_outside(verification: Verification, *, limit: int) -> list[dict[str, Any]]:
+    """The first `limit` stored matches outside the verification's own cluster."""
+    with connection.cursor() as cursor:
+        cursor.execute(_OUTSIDE_SQL, [verification.pk, verification.cluster.name, limit])
+        row = cursor.fetchone()
+    return [node_ref(_snapshot_node(n)) for n in _json(row[0] if row else None)]
+
+
+def snapshot_nodes_not_ready(verification: Verification, *, limit: int) -> list[dict[str, Any]]:
+    """The first `limit` stored matches that were NotReady."""
+    with connection.cursor() as cursor:
+        cursor.execute(_NOT_READY_SQL, [verification.pk, limit])
+        row = cursor.fetchone()
+    return [node_ref(_snapshot_node(n)) for n in _json(row[0] if row else None)]
+
+
+def _json(value: Any) -> list[dict[str, Any]]:
+    if value is None:
+        return []
+    return list(json.loads(value) if isinstance(value, str) else value)
+
+
+def match_summary(verification: Verification,
+                  reached: ConditionClusters = ()) -> MatchSummary:
+    """The stored summary of the verification's snapshot (with today's condition clusters)."""
+    return MatchSummary.from_dict(verification.match_summary, condition_clusters=reached)
+
+
 @dataclass(frozen=True)
 class VerificationResult:
-    """The automated result of a verification: the stored snapshot judged against its
-    cluster, plus which single conditions confine the matches today."""
+    """The automated result of a verification: the stored snapshot's summary judged against
+    its cluster, plus which single conditions confine the matches today. It never holds the
+    snapshot's node list: `foreign_nodes` are the first of those outside the cluster."""
 
-    match: SelectorMatch
+    match: MatchSummary
     cluster: str
+    foreign_nodes: list[dict[str, Any]] = field(default_factory=list)
     checks: list[dict[str, Any]] = field(default_factory=list)
     current_signature_differs: bool = False
 
     @property
-    def nodes(self) -> list[dict[str, Any]]:
-        return [{**node_ref(n), "ready": n.ready, "gpu": n.gpu, "devices": dict(n.devices)}
-                for n in self.match.nodes]
-
-    @property
-    def foreign_nodes(self) -> list[dict[str, Any]]:
-        return [node_ref(n) for n in self.match.foreign_nodes(self.cluster)]
+    def foreign_count(self) -> int:
+        return self.match.foreign_count(self.cluster)
 
     @property
     def confining_conditions(self) -> list[dict[str, str]]:
@@ -165,13 +234,15 @@ class VerificationResult:
 
     @property
     def confined(self) -> bool:
-        return self.match.count > 0 and not self.match.foreign_nodes(self.cluster)
+        return self.match.count > 0 and not self.foreign_count
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "count": self.match.count,
+            "per_cluster": [asdict(c) for c in self.match.per_cluster],
             "clusters": sorted(self.match.clusters),
             "confined": self.confined,
+            "foreign_count": self.foreign_count,
             "foreign_nodes": self.foreign_nodes,
             "confining_conditions": self.confining_conditions,
             "gpu_max": self.match.gpu_max(),
@@ -196,19 +267,20 @@ def _check(code: str, severity: str, field_name: str, message: str,
             "message": message, "detail": detail}
 
 
-def _placement_checks(v: Verification, match: SelectorMatch) -> list[dict[str, Any]]:
+def _placement_checks(v: Verification, match: MatchSummary,
+                      foreign: list[dict[str, Any]]) -> list[dict[str, Any]]:
     cluster = v.cluster.name
     checks = []
     if match.count == 0:
         checks.append(_check("selector.no_match", "error", "selector",
                              _("The selector matches no node.")))
-    foreign = match.foreign_nodes(cluster)
-    if foreign:
+    foreign_count = match.foreign_count(cluster)
+    if foreign_count:
         checks.append(_check(
             "selector.cross_cluster", "error", "selector",
             _("%(count)d matched nodes lie outside cluster %(cluster)s.")
-            % {"count": len(foreign), "cluster": cluster},
-            nodes=[node_ref(n) for n in foreign],
+            % {"count": foreign_count, "cluster": cluster},
+            count=foreign_count, nodes=foreign,
         ))
     if match.count and not match.confining_conditions(cluster):
         checks.append(_check(
@@ -226,7 +298,7 @@ def _placement_checks(v: Verification, match: SelectorMatch) -> list[dict[str, A
     return checks
 
 
-def _gpu_checks(v: Verification, match: SelectorMatch) -> list[dict[str, Any]]:
+def _gpu_checks(v: Verification, match: MatchSummary) -> list[dict[str, Any]]:
     wanted = v.requested_gpu or 0
     gpu_max = match.gpu_max()
     if wanted == 0 or match.count == 0:
@@ -248,7 +320,7 @@ def _gpu_checks(v: Verification, match: SelectorMatch) -> list[dict[str, Any]]:
     )]
 
 
-def _device_checks(v: Verification, match: SelectorMatch) -> list[dict[str, Any]]:
+def _device_checks(v: Verification, match: MatchSummary) -> list[dict[str, Any]]:
     maxima = match.devices_max()
     checks = []
     for name, count in sorted(v.requested_devices.items()):
@@ -276,19 +348,34 @@ def _host_path_checks(v: Verification) -> list[dict[str, Any]]:
     ]
 
 
+def _snapshot_differs(verification: Verification, reached: ConditionClusters) -> bool:
+    """Whether today's inventory matches other nodes than the snapshot. Cheap when no
+    involved cluster's generation moved (a generation moves whenever a node appears,
+    vanishes or is relabelled); otherwise the selector is matched again."""
+    stored = verification.inventory_generations
+    candidates = frozenset.intersection(*(c for _, c in reached)) if reached else frozenset()
+    today = dict(Cluster.objects.filter(name__in=stored).values_list("name", "generation"))
+    if candidates <= stored.keys() and today == stored:
+        return False
+    signature = match_selector(verification.selector).signature()
+    return [list(p) for p in signature] != verification.match_signature
+
+
 def verification_result(verification: Verification) -> VerificationResult:
-    """The automated checks of a verification's snapshot (one live match for confinement)."""
-    today = match_selector(verification.selector)
-    snapshot = SelectorMatch(
-        nodes=tuple(_snapshot_node(row) for row in verification.matches),
-        condition_clusters=today.condition_clusters,
+    """The automated checks of a verification's snapshot, from its stored summary; reads no
+    node list (at most `NODES_PAGE_DEFAULT` foreign nodes to show)."""
+    reached = condition_clusters(verification.selector)
+    summary = match_summary(verification, reached)
+    cluster = verification.cluster.name
+    foreign = (
+        snapshot_nodes_outside(verification, limit=NODES_PAGE_DEFAULT)
+        if summary.foreign_count(cluster) else []
     )
     checks = (
-        _placement_checks(verification, snapshot) + _gpu_checks(verification, snapshot)
-        + _device_checks(verification, snapshot) + _host_path_checks(verification)
+        _placement_checks(verification, summary, foreign) + _gpu_checks(verification, summary)
+        + _device_checks(verification, summary) + _host_path_checks(verification)
     )
-    differs = [list(p) for p in today.signature()] != verification.match_signature
     return VerificationResult(
-        match=snapshot, cluster=verification.cluster.name, checks=checks,
-        current_signature_differs=differs,
+        match=summary, cluster=cluster, foreign_nodes=foreign, checks=checks,
+        current_signature_differs=_snapshot_differs(verification, reached),
     )

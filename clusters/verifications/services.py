@@ -168,6 +168,7 @@ def _snapshot(match: SelectorMatch, cluster: Cluster,
     return {
         "matches": [_node_snapshot(n) for n in match.nodes],
         "match_signature": [list(pair) for pair in match.signature()],
+        "match_summary": match.summary().as_dict(),
         "inventory_generations": {
             name: generations[name] for name in sorted(involved) if name in generations
         },
@@ -397,6 +398,8 @@ def verifications_follow_inventory(*, cluster: Cluster) -> list[int]:
                 for field, value in _snapshot(match, verification.cluster, generations).items():
                     setattr(verification, field, value)
                 verification.save(
-                    update_fields=["matches", "match_signature", "inventory_generations"]
+                    update_fields=[
+                        "matches", "match_signature", "match_summary", "inventory_generations"
+                    ]
                 )
     return stale

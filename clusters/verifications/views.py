@@ -17,9 +17,13 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
+from clusters.matching import NodeWindow
 from clusters.models import Verification
 from clusters.verifications.forms import DecisionForm, QueueFilterForm, VerificationRequestForm
 from clusters.verifications.selectors import (
+    match_summary,
+    snapshot_nodes,
+    snapshot_nodes_not_ready,
     verification_get,
     verification_list_for_team,
     verification_queue,
@@ -34,6 +38,9 @@ from rlark_site.exceptions import ApplicationError, NotFoundError
 from rlark_site.tenancy.access import current_team, is_platform_admin
 
 PAGE_SIZE = 25
+# Nodes of a snapshot shown on a request's panel, and per page of its node list.
+PANEL_NODES = NodeWindow(limit=20)
+NODES_PER_PAGE = 200
 
 
 def _require_admin(request: HttpRequest) -> None:
@@ -42,11 +49,39 @@ def _require_admin(request: HttpRequest) -> None:
 
 
 def _item(verification: Verification, form: DecisionForm | None = None) -> dict[str, Any]:
+    nodes, more = snapshot_nodes(verification, PANEL_NODES)
+    result = verification_result(verification)
+    not_ready = result.match.count - sum(c.ready for c in result.match.per_cluster)
+    shown = snapshot_nodes_not_ready(verification, limit=PANEL_NODES.limit) if not_ready else []
     return {
         "verification": verification,
-        "result": verification_result(verification),
+        "result": result,
+        "nodes": nodes,
+        "more_nodes": more is not None,
+        "not_ready_nodes": shown,
+        "more_not_ready": not_ready - len(shown),
         "form": form or DecisionForm(verification=verification),
     }
+
+
+@login_required
+def verification_nodes(request: HttpRequest, verification_id: int) -> HttpResponse:
+    """Every node of a verification's snapshot, a page at a time (its team and admins)."""
+    try:
+        verification = verification_get(user=request.user, verification_id=verification_id)
+    except NotFoundError as exc:
+        raise Http404(exc.message) from exc
+    raw = request.GET.get("page", "")
+    number = int(raw) if raw.isdigit() and int(raw) > 0 else 1
+    window = NodeWindow(offset=(number - 1) * NODES_PER_PAGE, limit=NODES_PER_PAGE)
+    nodes, next_offset = snapshot_nodes(verification, window)
+    summary = match_summary(verification)
+    return render(request, "clusters/verifications/nodes.html", {
+        "verification": verification, "summary": summary, "nodes": nodes, "page": number,
+        "pages": max(1, -(-summary.count // NODES_PER_PAGE)),
+        "previous": number - 1 if number > 1 else None,
+        "next": number + 1 if next_offset is not None else None,
+    })
 
 
 def _request_outcome_message(request: HttpRequest, reused: bool, updated: bool) -> None:

@@ -8,10 +8,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 from django.utils.translation import gettext_lazy as _
 
 from clusters.models import VerificationState
+from clusters.types import ClusterCount
 from jobs.core.spec import SelectorMatch, VerificationView
 from jobs.wizard.fields import (
     STEP_COMMON,
@@ -213,15 +215,20 @@ class MatchView:
     is_header: bool
     selector: FieldState
     gpus: FieldState
+    per_cluster: tuple[ClusterCount, ...] = ()
+    # The global node list filtered by the selector: every match, a page at a time.
+    all_nodes_query: str = ""
 
 
-def match_view(*, index: int, cluster: str, selector_given: bool, match: SelectorMatch,
+def match_view(*, index: int, cluster: str, selector: Mapping[str, str], match: SelectorMatch,
                is_header: bool, fields: FieldMap) -> MatchView:
     foreign = [n for n in match.nodes if n.cluster != cluster]
     local = [n for n in match.nodes if n.cluster == cluster]
     shown = (foreign + local)[:NODES_SHOWN]
+    conditions = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
     return MatchView(
-        index=index, cluster=cluster, selector_given=selector_given, count=match.count,
+        index=index, cluster=cluster, selector_given=bool(selector), count=match.count,
+        per_cluster=match.per_cluster(), all_nodes_query=urlencode({"selector": conditions}),
         nodes=[
             NodeRow(cluster=n.cluster, name=n.name, namespace=n.namespace,
                     foreign=n.cluster != cluster, ready=n.ready)

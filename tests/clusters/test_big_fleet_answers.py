@@ -1,0 +1,151 @@
+"""On a large fleet, match answers, verification answers and the admin queue carry complete
+counts per cluster and a bounded, pageable list of nodes; the stored snapshot stays complete.
+
+The fleet (4 clusters x 1,200 nodes) is bulk-inserted; every broad answer below would list
+4,800 nodes if it listed them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.test import Client
+from rest_framework.test import APIClient
+
+from clusters.matching import NODES_PAGE_DEFAULT, NODES_PAGE_MAX
+from clusters.models import Verification
+from tests.factories import bulk_fleet
+
+pytestmark = pytest.mark.django_db
+
+ApiClient = Callable[[Any], APIClient]
+CLUSTERS, PER_CLUSTER, NOT_READY_EVERY = 4, 1200, 50
+TOTAL = CLUSTERS * PER_CLUSTER
+BROAD = {"rlinf.io/pool": "big"}
+MATCHES = "/api/v1/selector-matches/"
+VERIFICATIONS = "/api/v1/verifications/"
+# Far below what listing every node takes (about 90 bytes a node).
+ANSWER_BYTES_MAX = 40_000
+
+
+@pytest.fixture(autouse=True)
+def fleet(db: None) -> None:
+    bulk_fleet(CLUSTERS, PER_CLUSTER, not_ready_every=NOT_READY_EVERY)
+
+
+def expected_per_cluster() -> list[dict[str, Any]]:
+    ready = PER_CLUSTER - PER_CLUSTER // NOT_READY_EVERY
+    return [{"cluster": f"big-{i:02d}", "count": PER_CLUSTER, "ready": ready}
+            for i in range(CLUSTERS)]
+
+
+def match(client: APIClient, **extra: Any) -> Any:
+    return client.post(MATCHES, {"cluster": "big-00", "selector": BROAD, **extra}, format="json")
+
+
+def request_broad(client: APIClient) -> Any:
+    return client.post(VERIFICATIONS, {"cluster": "big-00", "selector": BROAD}, format="json")
+
+
+def test_a_broad_match_counts_every_node_and_lists_one_page(
+    member: Any, api_client_for: ApiClient
+) -> None:
+    response = match(api_client_for(member))
+    body = response.json()
+    assert len(response.content) < ANSWER_BYTES_MAX
+    assert (body["count"], body["per_cluster"]) == (TOTAL, expected_per_cluster())
+    assert len(body["nodes"]) == NODES_PAGE_DEFAULT
+    assert body["nodes_next_offset"] == NODES_PAGE_DEFAULT
+    assert (body["foreign_count"], len(body["foreign_nodes"])) == (
+        TOTAL - PER_CLUSTER, NODES_PAGE_DEFAULT
+    )
+    assert body["foreign_nodes"][0]["cluster"] == "big-01"
+
+
+def test_the_match_pages_through_every_node(member: Any, api_client_for: ApiClient) -> None:
+    client = api_client_for(member)
+    second = match(client, nodes_offset=50, nodes_limit=50).json()["nodes"]
+    last = match(client, nodes_offset=TOTAL - 10, nodes_limit=NODES_PAGE_MAX).json()
+    assert second[0]["name"] == "big-00-node-00051"
+    assert [n["name"] for n in last["nodes"]][-1] == f"big-{CLUSTERS - 1:02d}-node-01200"
+    assert (len(last["nodes"]), last["nodes_next_offset"]) == (10, None)
+
+
+def test_a_page_larger_than_the_maximum_is_refused(member: Any, api_client_for: ApiClient) -> None:
+    response = match(api_client_for(member), nodes_limit=NODES_PAGE_MAX + 1)
+    assert response.status_code == 400
+
+
+def test_a_verification_answer_is_bounded_and_its_snapshot_complete(
+    member: Any, api_client_for: ApiClient
+) -> None:
+    response = request_broad(api_client_for(member))
+    body = response.json()
+    assert response.status_code == 201
+    assert len(response.content) < ANSWER_BYTES_MAX
+    assert (body["count"], body["per_cluster"]) == (TOTAL, expected_per_cluster())
+    assert (len(body["matches"]), body["matches_next_offset"]) == (
+        NODES_PAGE_DEFAULT, NODES_PAGE_DEFAULT
+    )
+    cross = next(c for c in body["result"]["checks"] if c["code"] == "selector.cross_cluster")
+    assert cross["detail"]["count"] == TOTAL - PER_CLUSTER
+    assert len(cross["detail"]["nodes"]) == len(body["result"]["foreign_nodes"]) == 50
+    assert len(Verification.objects.get(pk=body["id"]).matches) == TOTAL
+
+
+def test_the_verification_detail_pages_through_its_snapshot(
+    member: Any, api_client_for: ApiClient
+) -> None:
+    client = api_client_for(member)
+    created = request_broad(client).json()
+    page = client.get(
+        f"{VERIFICATIONS}{created['id']}/", {"nodes_offset": TOTAL - 15, "nodes_limit": 20}
+    ).json()
+    stored = Verification.objects.get(pk=created["id"]).matches
+    assert page["matches"] == stored[TOTAL - 15:]
+    assert page["matches_next_offset"] is None
+
+
+def test_the_verification_list_stays_small(member: Any, api_client_for: ApiClient) -> None:
+    client = api_client_for(member)
+    request_broad(client)
+    response = client.get(VERIFICATIONS)
+    assert len(response.content) < ANSWER_BYTES_MAX
+    assert response.json()["results"][0]["count"] == TOTAL
+
+
+def test_the_admin_queue_shows_counts_and_a_few_nodes(
+    member: Any, admin_user: Any, api_client_for: ApiClient, client: Client
+) -> None:
+    request_broad(api_client_for(member))
+    client.force_login(admin_user)
+    page = client.get("/clusters/verifications/queue/")
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert len(page.content) < 120_000
+    assert html.count("big-00-node-") <= 20
+    assert f"<td>big-03</td><td>{PER_CLUSTER}</td>" in html
+
+
+def test_the_snapshot_pages_list_every_node_once(
+    member: Any, api_client_for: ApiClient, client: Client
+) -> None:
+    created = request_broad(api_client_for(member)).json()
+    client.force_login(member)
+    seen: list[str] = []
+    for number in range(1, TOTAL // 200 + 1):
+        html = client.get(
+            f"/clusters/verifications/{created['id']}/nodes/", {"page": number}
+        ).content.decode()
+        seen += [part.split("<")[0] for part in html.split('<td class="mono">big-')[1:]]
+    assert len(seen) == len(set(seen)) == TOTAL
+
+
+def test_another_teams_snapshot_pages_are_not_found(
+    member: Any, outsider: Any, api_client_for: ApiClient, client: Client
+) -> None:
+    created = request_broad(api_client_for(member)).json()
+    client.force_login(outsider)
+    assert client.get(f"/clusters/verifications/{created['id']}/nodes/").status_code == 404
