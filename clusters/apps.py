@@ -7,4 +7,8 @@ class ClustersConfig(AppConfig):
 
     def ready(self) -> None:
         # Connect signal receivers in every process (web, Celery worker, shell).
+        from clusters.metrics import ClustersCollector
         from clusters.verifications import receivers  # noqa: F401
+        from rlark_site.metrics import register
+
+        register(ClustersCollector())

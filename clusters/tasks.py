@@ -8,10 +8,12 @@ occupies its own task.
 from __future__ import annotations
 
 import logging
+import time
 
 from celery import shared_task
 
 from clusters.inventory import conf, services
+from clusters.metrics import record_poll
 
 logger = logging.getLogger(__name__)
 
@@ -35,5 +37,9 @@ def poll_due_clusters() -> list[int]:
 )
 def poll_cluster_task(cluster_id: int) -> None:
     """Poll one cluster's inventory."""
+    started = time.monotonic()
     result = services.poll_cluster(cluster_id=cluster_id)
+    if result.outcome in (services.PollOutcome.OK, services.PollOutcome.FAILED):
+        record_poll(cluster=result.cluster, outcome=result.outcome.value,
+                    seconds=time.monotonic() - started)
     logger.info("inventory poll %s", result.summary())

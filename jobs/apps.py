@@ -4,3 +4,9 @@ from django.apps import AppConfig
 class JobsConfig(AppConfig):
     name = "jobs"
     verbose_name = "Jobs"
+
+    def ready(self) -> None:
+        from jobs.metrics import JobsCollector
+        from rlark_site.metrics import register
+
+        register(JobsCollector())

@@ -11,6 +11,7 @@ from typing import Any
 
 from celery import Task, shared_task
 
+from jobs.metrics import record_submission
 from jobs.records.status import sync_submitted_jobs as sync_status
 from jobs.records.submission import stalled_run_record_ids, submit_attempt
 
@@ -25,6 +26,7 @@ from jobs.records.submission import stalled_run_record_ids, submit_attempt
 def submit_run_record(self: Task, run_record_id: int) -> str:
     """Create the run record's Job on its cluster; retried with backoff on transient errors."""
     result = submit_attempt(run_record_id=run_record_id, task_id=self.request.id or "")
+    record_submission(run_record_id=run_record_id, outcome=str(result.outcome))
     if result.retry_in is not None:
         raise self.retry(countdown=result.retry_in, max_retries=None)
     return result.outcome

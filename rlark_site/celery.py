@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from celery import Celery
-from celery.signals import beat_init
+from celery.signals import beat_init, setup_logging
 
 from rlark_site.beatlock import on_beat_init
 
@@ -16,6 +16,16 @@ app = Celery("rlark")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(["clusters", "jobs"])
 beat_init.connect(on_beat_init, weak=False)
+
+
+@setup_logging.connect(weak=False)
+def _use_django_logging(**_: object) -> None:
+    """Workers and beat log through Django's LOGGING (RLARK_LOG_FORMAT), not Celery's own."""
+    from logging.config import dictConfig
+
+    from django.conf import settings
+
+    dictConfig(settings.LOGGING)
 
 
 @app.on_after_finalize.connect

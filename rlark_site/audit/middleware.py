@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from django.http import HttpRequest
 from pghistory.middleware import HistoryMiddleware
 
-REQUEST_ID_HEADER = "HTTP_X_REQUEST_ID"
+from rlark_site.logcontext import request_id_from
 
 
 class AuditContextMiddleware(HistoryMiddleware):
@@ -16,11 +15,11 @@ class AuditContextMiddleware(HistoryMiddleware):
 
     def get_context(self, request: HttpRequest) -> dict[str, Any]:
         context = super().get_context(request)
-        request_id = request.META.get(REQUEST_ID_HEADER) or uuid.uuid4().hex
+        request_id = request_id_from(request)
         request.request_id = request_id  # type: ignore[attr-defined]
         context.update(
             {
-                "request_id": request_id[:64],
+                "request_id": request_id,
                 "method": request.method,
                 "team": getattr(request, "session", {}).get("current_team"),
             }

