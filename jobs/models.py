@@ -303,3 +303,9 @@ class FirstRunCheck(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_record_id}: {'observed' if self.observed else 'not observed'}"
+
+
+# The pod-attempt record lives beside the rest of live observation (jobs/observe/).
+from jobs.observe.models import CaptureReason as CaptureReason  # noqa: E402
+from jobs.observe.models import FailureTag as FailureTag  # noqa: E402
+from jobs.observe.models import PodAttempt as PodAttempt  # noqa: E402

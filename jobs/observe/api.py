@@ -13,13 +13,15 @@ from rest_framework.views import APIView
 
 from clusters.k8s import PodInfo
 from jobs.observe import conf, live
-from jobs.observe.selectors import run_record_for_job
+from jobs.observe.selectors import attempt_rows, run_record_for_job
 from jobs.observe.serializers import (
     EventsSerializer,
     LogQuerySerializer,
     LogSerializer,
+    PodAttemptRowSerializer,
     PodsSerializer,
 )
+from jobs.records import selectors as record_selectors
 from rlark_site.exceptions import ApplicationError
 
 _NOT_FOUND = OpenApiResponse(description="missing, another team's, or not submitted")
@@ -80,3 +82,10 @@ class PodLogView(APIView):
             "pod": pod, "previous": options["previous"], "text": result.log.text,
             "truncated": result.log.truncated,
         }).data)
+
+
+class RunRecordAttemptsView(APIView):
+    @extend_schema(responses={200: PodAttemptRowSerializer(many=True), 404: _NOT_FOUND})
+    def get(self, request: Request, name: str) -> Response:
+        record = record_selectors.run_record_get_for_user(request.user, name)
+        return Response(PodAttemptRowSerializer(attempt_rows(record), many=True).data)

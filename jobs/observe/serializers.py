@@ -63,3 +63,36 @@ class LogSerializer(serializers.Serializer[object]):
     previous = serializers.BooleanField()
     text = serializers.CharField(help_text="the selected lines, at most RLARK_LOG_MAX_BYTES")
     truncated = serializers.BooleanField(help_text="more text was cut at the byte bound")
+
+
+class PodAttemptSerializer(serializers.Serializer[object]):
+    task = serializers.CharField()
+    replica = serializers.IntegerField()
+    pod_name = serializers.CharField()
+    pod_uid = serializers.CharField()
+    node = serializers.CharField()
+    phase = serializers.CharField()
+    pod_created_at = serializers.DateTimeField(allow_null=True)
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    restarts = serializers.IntegerField()
+    container_state = serializers.CharField()
+    reason = serializers.CharField()
+    message = serializers.CharField()
+    exit_code = serializers.IntegerField(allow_null=True)
+    previous_reason = serializers.CharField()
+    previous_exit_code = serializers.IntegerField(allow_null=True)
+    failure_tag = serializers.CharField(
+        help_text="oom, image_pull, crash_loop, cuda_oom, nccl_timeout, ray_actor_died, "
+                  "unknown, or empty (no failure)")
+    failure_evidence = serializers.CharField()
+    events = serializers.ListField(child=serializers.DictField(), source="pod_events")
+    logs_captured = serializers.BooleanField()
+    capture_reason = serializers.CharField()
+    captured_at = serializers.DateTimeField()
+
+
+class PodAttemptRowSerializer(serializers.Serializer[object]):
+    attempt = PodAttemptSerializer()
+    log_tail = serializers.CharField(help_text="the last 256 KiB of the container's log")
+    previous_log_tail = serializers.CharField(help_text="the same of the previous container")

@@ -5,4 +5,5 @@ from jobs.observe import views
 urlpatterns: list[URLPattern | URLResolver] = [
     path("job/<str:name>/live/", views.job_live, name="job-live"),
     path("job/<str:name>/pods/<str:pod>/log/", views.pod_log, name="job-pod-log"),
+    path("records/<str:name>/attempts/", views.record_attempts, name="run-record-attempts"),
 ]

@@ -13,7 +13,8 @@ from rest_framework.exceptions import ValidationError
 
 from jobs.observe import conf, live
 from jobs.observe.api import log_options
-from jobs.observe.selectors import run_record_for_job
+from jobs.observe.selectors import attempt_rows, run_record_for_job
+from jobs.records import selectors as record_selectors
 from jobs.records.views import not_found_as_404
 from rlark_site.exceptions import ApplicationError
 
@@ -80,3 +81,13 @@ def pod_log(request: HttpRequest, name: str, pod: str) -> HttpResponse:
         "refresh": _refresh_seconds(),
     }
     return render(request, "jobs/observe/_log.html", context)
+
+
+@login_required
+@require_GET
+@not_found_as_404
+def record_attempts(request: HttpRequest, name: str) -> HttpResponse:
+    """The pod attempts kept in the run record (they outlive the pods)."""
+    record = record_selectors.run_record_get_for_user(request.user, name)
+    return render(request, "jobs/observe/_attempts.html",
+                  {"record": record, "rows": attempt_rows(record)})

@@ -12,16 +12,11 @@ from django.test import Client
 from django.urls import reverse
 
 from jobs.models import RunRecord
-from jobs.records.services import job_submit
-from jobs.tasks import submit_run_record
 from rlark_site.tenancy.models import Team
-from tests.jobs.records_support import register_fleet, submittable_job
+from tests.jobs.observe_support import CLUSTER, HEAD_POD, NAMESPACE, running_job
+from tests.jobs.records_support import submittable_job
 
 pytestmark = pytest.mark.django_db
-
-CLUSTER = "gpu-a"
-NAMESPACE = "rl-gpu-a"
-HEAD_POD = "ppo-run-actor-0"
 
 
 @pytest.fixture(autouse=True)
@@ -37,13 +32,8 @@ def fresh_cache(settings: Any) -> Iterator[None]:
 @pytest.fixture
 def running(demo_simulator: Any, team: Team, owner: Any, admin_user: Any,
             django_capture_on_commit_callbacks: Any) -> RunRecord:
-    register_fleet(demo_simulator)
-    job = submittable_job(team=team, owner=owner, admin=admin_user)
-    with django_capture_on_commit_callbacks(execute=False):
-        record = job_submit(job=job, user=owner)
-    submit_run_record.apply(args=[record.pk])
-    demo_simulator.tick()
-    return record
+    return running_job(demo_simulator, team=team, owner=owner, admin=admin_user,
+                       capture=django_capture_on_commit_callbacks)
 
 
 def _requests(sim: Any, suffix: str) -> int:
