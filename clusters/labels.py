@@ -1,8 +1,8 @@
 """Kubernetes label syntax and the selector rules RLark enforces (pure, no database).
 
 A selector is a list of single-value ``key=value`` conditions combined with AND.
-`selector_problems` is the one place the syntax rule lives: the findings engine wraps
-it into findings, and the verification API calls it before matching anything.
+`selector_problems` is the one place the syntax rule lives, as findings: the job's findings
+engine reports them, and the verification API and the node filter refuse input with them.
 
 Syntax (as the Kubernetes API server checks it):
 
@@ -15,22 +15,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
-from django.apps import apps
-from django.conf import settings
-from django.utils.translation import gettext
+from rlark_site.findings import Finding, new_finding
+from rlark_site.findings import translate as _
 
 __all__ = [
     "SELECTOR_DUPLICATE_KEY",
     "SELECTOR_EMPTY",
     "SELECTOR_SYNTAX",
-    "SelectorProblem",
     "is_valid_label_key",
     "is_valid_label_value",
     "parse_selector_text",
     "selector_problems",
+    "unparseable_problem",
 ]
 
 SELECTOR_EMPTY = "selector.empty"
@@ -44,21 +41,6 @@ _NAME_MAX = 63
 _PREFIX_MAX = 253
 _SHOWN_MAX = 100
 
-
-def _(message: str) -> str:
-    """Translate at call time when Django is ready; plain text otherwise (pure use, scripts)."""
-    if settings.configured and apps.ready:
-        return gettext(message)
-    return message
-
-
-@dataclass(frozen=True)
-class SelectorProblem:
-    """One reason a selector cannot be used; `code` is a SPEC section 4 finding code."""
-
-    code: str
-    message: str
-    detail: dict[str, Any] = field(default_factory=dict)
 
 
 def _is_name(text: str) -> bool:
@@ -107,38 +89,52 @@ def _shown(value: object) -> str:
     return text[:_SHOWN_MAX]
 
 
-def _pair_problem(index: int, pair: object) -> SelectorProblem | None:
+def _pair_problem(index: int, pair: object, field: str, role: str | None) -> Finding | None:
     if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-        return SelectorProblem(
+        return new_finding(
             SELECTOR_SYNTAX,
             _("A condition must be a key and a value."),
-            {"index": index, "part": "condition"},
+            field=field,
+            role=role,
+            index=index,
+            part="condition",
         )
     key, value = pair
     if not is_valid_label_key(key):
-        return SelectorProblem(
+        return new_finding(
             SELECTOR_SYNTAX,
             _(
                 "Label key %(key)s is not valid: an optional DNS prefix and '/', then 1-63 "
                 "letters, digits, '-', '_' or '.', starting and ending with a letter or digit."
             )
             % {"key": repr(_shown(key))},
-            {"index": index, "part": "key", "key": _shown(key)},
+            field=field,
+            role=role,
+            index=index,
+            part="key",
+            key=_shown(key),
         )
     if not is_valid_label_value(value):
-        return SelectorProblem(
+        return new_finding(
             SELECTOR_SYNTAX,
             _(
                 "Label value %(value)s for %(key)s is not valid: 1-63 letters, digits, '-', '_' "
                 "or '.', starting and ending with a letter or digit."
             )
             % {"value": repr(_shown(value)), "key": key},
-            {"index": index, "part": "value", "key": key, "value": _shown(value)},
+            field=field,
+            role=role,
+            index=index,
+            part="value",
+            key=key,
+            value=_shown(value),
         )
     return None
 
 
-def _duplicate_problems(pairs: Sequence[object]) -> list[SelectorProblem]:
+def _duplicate_problems(
+    pairs: Sequence[object], field: str, role: str | None
+) -> list[Finding]:
     positions: dict[str, list[int]] = {}
     for index, pair in enumerate(pairs):
         if isinstance(pair, (tuple, list)) and len(pair) == 2 and isinstance(pair[0], str):
@@ -148,18 +144,25 @@ def _duplicate_problems(pairs: Sequence[object]) -> list[SelectorProblem]:
         if len(indexes) > 1:
             values = [_shown(pairs[i][1]) for i in indexes]  # type: ignore[index]
             problems.append(
-                SelectorProblem(
+                new_finding(
                     SELECTOR_DUPLICATE_KEY,
                     _("Label key %(key)s appears %(count)d times; use one value per key.")
                     % {"key": key, "count": len(indexes)},
-                    {"key": key, "indexes": indexes, "values": values},
+                    field=field,
+                    role=role,
+                    key=key,
+                    indexes=indexes,
+                    values=values,
                 )
             )
     return problems
 
 
-def selector_problems(pairs: Sequence[tuple[str, str]]) -> list[SelectorProblem]:
-    """Every reason the conditions `pairs` do not form a usable selector, in a stable order.
+def selector_problems(
+    pairs: Sequence[tuple[str, str]], *, field: str = "selector", role: str | None = None
+) -> list[Finding]:
+    """Every reason the conditions `pairs` do not form a usable selector, in a stable order, as
+    error findings at `field` (of `role`).
 
     Tolerates any input (wrong types are syntax problems), so callers can pass user data.
     """
@@ -167,13 +170,32 @@ def selector_problems(pairs: Sequence[tuple[str, str]]) -> list[SelectorProblem]
         pairs = list(pairs.items())
     if not isinstance(pairs, (list, tuple)):
         return [
-            SelectorProblem(
+            new_finding(
                 SELECTOR_SYNTAX,
                 _("The selector must be a list of key=value conditions."),
-                {"part": "selector"},
+                field=field,
+                role=role,
+                part="selector",
             )
         ]
     if not pairs:
-        return [SelectorProblem(SELECTOR_EMPTY, _("Add at least one key=value condition."), {})]
-    problems = [p for i, pair in enumerate(pairs) if (p := _pair_problem(i, pair)) is not None]
-    return problems + _duplicate_problems(pairs)
+        return [
+            new_finding(
+                SELECTOR_EMPTY, _("Add at least one key=value condition."), field=field, role=role
+            )
+        ]
+    problems = [
+        p for i, pair in enumerate(pairs) if (p := _pair_problem(i, pair, field, role)) is not None
+    ]
+    return problems + _duplicate_problems(pairs, field, role)
+
+
+def unparseable_problem(part: str, *, field: str = "selector") -> Finding:
+    """A part of typed selector text that is not a ``key=value`` condition at all."""
+    return new_finding(
+        SELECTOR_SYNTAX,
+        _("%(part)s is not a key=value condition.") % {"part": repr(part[:_SHOWN_MAX])},
+        field=field,
+        part="condition",
+        text=part[:_SHOWN_MAX],
+    )

@@ -23,9 +23,10 @@ from typing import Any, TypeVar
 from django.db import connection
 from django.utils.translation import gettext
 
-from clusters.labels import SelectorProblem, parse_selector_text, selector_problems
-from clusters.types import ConditionClusters, MatchedNode, SelectorMatch, selector_key
+from clusters.labels import parse_selector_text, selector_problems, unparseable_problem
+from clusters.types import ConditionClusters, MatchedNode, SelectorMatch, node_ref, selector_key
 from rlark_site.exceptions import ApplicationError
+from rlark_site.findings import Finding
 
 SelectorKey = tuple[tuple[str, str], ...]
 T = TypeVar("T")
@@ -131,11 +132,6 @@ def match_many(selectors: Iterable[Mapping[str, str]]) -> dict[SelectorKey, Sele
     return result
 
 
-def node_ref(node: MatchedNode) -> dict[str, Any]:
-    """A matched node as the API and the verification snapshot show it."""
-    return {"cluster": node.cluster, "name": node.name, "namespace": node.namespace}
-
-
 @dataclass(frozen=True)
 class NodeWindow:
     """Which part of a long node list an answer carries: `limit` nodes from `offset`."""
@@ -201,38 +197,22 @@ def describe_match(match: SelectorMatch, *, cluster: str,
     }
 
 
-def selector_finding(problem: SelectorProblem, *, field: str = "selector") -> dict[str, Any]:
-    """A selector problem in the findings shape of SPEC section 4."""
-    return {
-        "code": problem.code, "severity": "error", "role": None, "field": field,
-        "message": str(problem.message), "detail": problem.detail,
-    }
-
-
 class SelectorInputError(ApplicationError):
     """The selector the user gave cannot be matched; `extra["findings"]` says why."""
 
-    def __init__(self, problems: Sequence[SelectorProblem], *, field: str = "selector") -> None:
-        findings = [selector_finding(p, field=field) for p in problems]
+    def __init__(self, problems: Sequence[Finding]) -> None:
+        findings = [p.as_dict() for p in problems]
         super().__init__(
             gettext("The selector is not valid."), extra={"findings": findings}, status_code=400
         )
         self.problems = tuple(problems)
 
 
-def _unparseable_problem(part: str) -> SelectorProblem:
-    return SelectorProblem(
-        "selector.syntax",
-        gettext("%(part)s is not a key=value condition.") % {"part": repr(part[:100])},
-        {"part": "condition", "text": part[:100]},
-    )
-
-
-def _input_pairs(raw: object) -> tuple[object, list[SelectorProblem]]:
+def _input_pairs(raw: object, field: str) -> tuple[object, list[Finding]]:
     """The conditions in `raw`, and the parts of text input that are not conditions at all."""
     if isinstance(raw, str):
         pairs, unparseable = parse_selector_text(raw)
-        return pairs, [_unparseable_problem(part) for part in unparseable]
+        return pairs, [unparseable_problem(part, field=field) for part in unparseable]
     if isinstance(raw, Mapping):
         return list(raw.items()), []
     return raw, []
@@ -245,9 +225,9 @@ def parse_selector_input(raw: object, *, field: str = "selector") -> dict[str, s
     Raises `SelectorInputError` (400, with findings) when the input breaks the selector rules
     of `clusters.labels`: empty, bad key or value syntax, or a key given twice.
     """
-    pairs, problems = _input_pairs(raw)
+    pairs, problems = _input_pairs(raw, field)
     if pairs or not problems:
-        problems += selector_problems(pairs)  # type: ignore[arg-type]
+        problems += selector_problems(pairs, field=field)  # type: ignore[arg-type]
     if problems:
-        raise SelectorInputError(problems, field=field)
+        raise SelectorInputError(problems)
     return {str(k): str(v) for k, v in pairs}  # type: ignore[union-attr, attr-defined]

@@ -10,6 +10,11 @@ from typing import Any, NamedTuple
 
 ConditionClusters = tuple[tuple[tuple[str, str], frozenset[str]], ...]
 
+# The extended resources the inventory records and a Job's containers ask for: GPUs, and the
+# site's devices, every resource named rlinf.io/*.
+GPU_RESOURCE = "nvidia.com/gpu"
+DEVICE_PREFIX = "rlinf.io/"
+
 
 def confining_conditions(reached: ConditionClusters, cluster: str) -> tuple[tuple[str, str], ...]:
     """Single conditions whose own matches all lie in `cluster` (and are non-empty)."""
@@ -46,6 +51,17 @@ class SelectorMatch:
 
     def foreign_nodes(self, cluster: str) -> tuple[MatchedNode, ...]:
         return tuple(n for n in self.nodes if n.cluster != cluster)
+
+    def foreign_count(self, cluster: str) -> int:
+        return sum(1 for n in self.nodes if n.cluster != cluster)
+
+    def listed_nodes(self, limit: int) -> list[dict[str, Any]]:
+        """The first `limit` matches as findings and answers show them."""
+        return [node_ref(n) for n in self.nodes[:limit]]
+
+    def listed_foreign_nodes(self, cluster: str, limit: int) -> list[dict[str, Any]]:
+        """The first `limit` matches outside `cluster`, as findings and answers show them."""
+        return [node_ref(n) for n in self.foreign_nodes(cluster)[:limit]]
 
     def confining_conditions(self, cluster: str) -> tuple[tuple[str, str], ...]:
         return confining_conditions(self.condition_clusters, cluster)
@@ -171,6 +187,12 @@ class ClusterFacts:
     namespace: str
     storage_classes: frozenset[str] = frozenset()
     device_names: frozenset[str] = frozenset()  # rlinf.io/* names any node of it reports
+
+
+def node_ref(node: MatchedNode) -> dict[str, Any]:
+    """A matched node as the API, the verification snapshot and the findings show it."""
+    return {"cluster": node.cluster, "name": node.name, "namespace": node.namespace}
+
 
 def selector_key(selector: dict[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(selector.items()))

@@ -25,7 +25,6 @@ from jobs.core.spec import (
     CheckContext,
     ClusterFacts,
     EnvVar,
-    Finding,
     JobSpec,
     Mount,
     ResourcePair,
@@ -35,6 +34,7 @@ from jobs.core.spec import (
     selector_key,
 )
 from jobs.models import DeploymentParameters, Job, JobState, Role, SSHKey
+from rlark_site.findings import Finding
 from rlark_site.tenancy.models import Team
 
 __all__ = [

@@ -208,7 +208,8 @@ class NodeListView(APIView):
         label_filter = label_filter_from_text(data.validated_data.get("selector", ""))
         if label_filter.problems:
             raise ApplicationError(
-                _("The selector is not valid."), extra={"problems": label_filter.problems}
+                _("The selector is not valid."),
+                extra={"problems": [p.as_dict() for p in label_filter.problems]},
             )
         nodes = node_list(
             user=request.user, cluster=data.validated_data.get("cluster") or None,

@@ -112,5 +112,5 @@ class NodeFilterForm(forms.Form):
     def clean_selector(self) -> LabelFilter:
         label_filter = label_filter_from_text(self.cleaned_data.get("selector", ""))
         if label_filter.problems:
-            raise forms.ValidationError([p["message"] for p in label_filter.problems])
+            raise forms.ValidationError([p.message for p in label_filter.problems])
         return label_filter

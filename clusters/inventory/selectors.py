@@ -13,9 +13,10 @@ from typing import Any
 from django.db.models import Count, Q, QuerySet
 from django.utils.translation import gettext as _
 
-from clusters.labels import SELECTOR_SYNTAX, parse_selector_text, selector_problems
+from clusters.labels import parse_selector_text, selector_problems, unparseable_problem
 from clusters.models import Cluster, ClusterJob, Node
 from rlark_site.exceptions import ApplicationError, NotFoundError
+from rlark_site.findings import Finding
 from rlark_site.tenancy.access import AnyUser
 
 
@@ -24,25 +25,15 @@ class LabelFilter:
     """`key=value` conditions typed by a user, parsed; `problems` says what is wrong."""
 
     selector: dict[str, str] = field(default_factory=dict)
-    problems: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[Finding] = field(default_factory=list)
 
 
 def label_filter_from_text(text: str) -> LabelFilter:
     """Parse `k=v,k2=v2` (commas or newlines). Blank text filters nothing."""
     pairs, unparseable = parse_selector_text(text or "")
-    problems: list[dict[str, Any]] = [
-        {
-            "code": SELECTOR_SYNTAX,
-            "message": _("%(part)s is not a key=value condition.") % {"part": repr(part)},
-            "detail": {"part": part},
-        }
-        for part in unparseable
-    ]
+    problems = [unparseable_problem(part) for part in unparseable]
     if pairs:
-        problems += [
-            {"code": p.code, "message": p.message, "detail": p.detail}
-            for p in selector_problems(pairs)
-        ]
+        problems += selector_problems(pairs)
     if problems:
         return LabelFilter(problems=problems)
     return LabelFilter(selector=dict(pairs))

@@ -19,11 +19,24 @@ from clusters.matching import (
     NodeWindow,
     condition_clusters,
     match_selector,
-    node_ref,
 )
 from clusters.models import Cluster, Verification, VerificationState
-from clusters.types import ConditionClusters, MatchedNode, MatchSummary, VerificationView
+from clusters.placement import (
+    MatchFacts,
+    device_capacity_finding,
+    gpu_finding,
+    host_path_finding,
+    selector_placement_findings,
+)
+from clusters.types import (
+    ConditionClusters,
+    MatchedNode,
+    MatchSummary,
+    VerificationView,
+    node_ref,
+)
 from rlark_site.exceptions import NotFoundError
+from rlark_site.findings import Finding
 from rlark_site.tenancy.access import access_team_object, is_platform_admin, scope_to_member_teams
 from rlark_site.tenancy.models import Team
 
@@ -221,7 +234,7 @@ class VerificationResult:
     match: MatchSummary
     cluster: str
     foreign_nodes: list[dict[str, Any]] = field(default_factory=list)
-    checks: list[dict[str, Any]] = field(default_factory=list)
+    checks: list[Finding] = field(default_factory=list)
     current_signature_differs: bool = False
 
     @property
@@ -248,7 +261,7 @@ class VerificationResult:
             "gpu_max": self.match.gpu_max(),
             "devices_max": self.match.devices_max(),
             "current_inventory_differs": self.current_signature_differs,
-            "checks": self.checks,
+            "checks": [check.as_dict() for check in self.checks],
         }
 
 
@@ -261,91 +274,64 @@ def _snapshot_node(row: Mapping[str, Any]) -> MatchedNode:
     )
 
 
-def _check(code: str, severity: str, field_name: str, message: str,
-           **detail: Any) -> dict[str, Any]:
-    return {"code": code, "severity": severity, "role": None, "field": field_name,
-            "message": message, "detail": detail}
+class SnapshotMatch:
+    """A verification's stored snapshot as the placement rules read it (`MatchFacts`): counts
+    and minima from its summary, node lists a page at a time from the database."""
+
+    def __init__(self, verification: Verification, summary: MatchSummary,
+                 foreign: list[dict[str, Any]]) -> None:
+        self.verification = verification
+        self.summary = summary
+        self.foreign = foreign  # the first matches outside the verification's cluster
+
+    @property
+    def count(self) -> int:
+        return self.summary.count
+
+    def foreign_count(self, cluster: str) -> int:
+        return self.summary.foreign_count(cluster)
+
+    def confining_conditions(self, cluster: str) -> tuple[tuple[str, str], ...]:
+        return self.summary.confining_conditions(cluster)
+
+    def gpu_max(self) -> int | None:
+        return self.summary.gpu_max()
+
+    def devices_max(self) -> dict[str, int]:
+        return self.summary.devices_max()
+
+    def listed_nodes(self, limit: int) -> list[dict[str, Any]]:
+        nodes, _next = snapshot_nodes(self.verification, NodeWindow(offset=0, limit=limit))
+        return [node_ref(_snapshot_node(n)) for n in nodes]
+
+    def listed_foreign_nodes(self, cluster: str, limit: int) -> list[dict[str, Any]]:
+        return self.foreign[:limit]
 
 
-def _placement_checks(v: Verification, match: MatchSummary,
-                      foreign: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    cluster = v.cluster.name
-    checks = []
-    if match.count == 0:
-        checks.append(_check("selector.no_match", "error", "selector",
-                             _("The selector matches no node.")))
-    foreign_count = match.foreign_count(cluster)
-    if foreign_count:
-        checks.append(_check(
-            "selector.cross_cluster", "error", "selector",
-            _("%(count)d matched nodes lie outside cluster %(cluster)s.")
-            % {"count": foreign_count, "cluster": cluster},
-            count=foreign_count, nodes=foreign,
-        ))
-    if match.count and not match.confining_conditions(cluster):
-        checks.append(_check(
-            "selector.no_cluster_label", "error", "selector",
-            _("No single condition on its own matches only nodes of %(cluster)s.")
-            % {"cluster": cluster},
-        ))
-    if v.for_header_role and match.count != 1:
-        checks.append(_check(
-            "header.replicas", "error", "for_header_role",
-            _("A Header role needs exactly 1 matched node; this selector matches %(count)d.")
-            % {"count": match.count},
-            count=match.count,
-        ))
-    return checks
-
-
-def _gpu_checks(v: Verification, match: MatchSummary) -> list[dict[str, Any]]:
-    wanted = v.requested_gpu or 0
-    gpu_max = match.gpu_max()
-    if wanted == 0 or match.count == 0:
-        return []
-    if gpu_max:
-        if wanted > gpu_max:
-            return [_check(
-                "gpu.exceeds_capacity", "error", "requested_gpu",
-                _("%(gpus)d GPUs per worker is more than the %(max)d every matched node has.")
-                % {"gpus": wanted, "max": gpu_max}, requested=wanted, max=gpu_max,
-            )]
-        return []
-    if v.confirmed_gpu is not None and v.confirmed_gpu >= wanted:
-        return []
-    return [_check(
-        "gpu.unconfirmed", "warning", "requested_gpu",
-        _("The matched nodes report no GPU capacity; %(gpus)d GPUs per worker needs an admin's "
-          "confirmation.") % {"gpus": wanted}, requested=wanted, max=gpu_max,
-    )]
-
-
-def _device_checks(v: Verification, match: MatchSummary) -> list[dict[str, Any]]:
-    maxima = match.devices_max()
-    checks = []
-    for name, count in sorted(v.requested_devices.items()):
-        limit = maxima.get(name, 0)
-        if count > limit and v.confirmed_devices.get(name, 0) < count:
-            checks.append(_check(
-                "device.exceeds_capacity", "warning", f"requested_devices.{name}",
-                _("%(count)d × %(name)s per worker is more than the %(max)d every matched node "
-                  "has; it needs an admin's confirmation.")
-                % {"count": count, "name": name, "max": limit},
-                name=name, requested=count, max=limit,
-            ))
-    return checks
-
-
-def _host_path_checks(v: Verification) -> list[dict[str, Any]]:
-    confirmed = set(v.confirmed_host_paths)
-    return [
-        _check(
-            "mount.host_path.unconfirmed", "warning", "requested_host_paths",
-            _("An admin has not confirmed that %(path)s exists on every matched node.")
-            % {"path": path}, host_path=path,
+def verification_checks(verification: Verification, match: MatchFacts) -> list[Finding]:
+    """The placement rules (`clusters.placement`, the same code the job's findings engine runs)
+    on a request's matches, with the asks and confirmations recorded on the request."""
+    v = verification
+    findings = selector_placement_findings(
+        match, cluster=v.cluster.name, header=v.for_header_role, header_field="for_header_role"
+    )
+    gpu = gpu_finding(
+        match, gpus=v.requested_gpu or 0, confirmed_gpu=v.confirmed_gpu, field="requested_gpu"
+    )
+    devices = [
+        device_capacity_finding(
+            match, name=name, count=count, confirmed_devices=v.confirmed_devices,
+            field=f"requested_devices.{name}",
         )
-        for path in v.requested_host_paths if path not in confirmed
+        for name, count in sorted(v.requested_devices.items())
     ]
+    host_paths = [
+        host_path_finding(
+            path, confirmed_paths=set(v.confirmed_host_paths), field="requested_host_paths"
+        )
+        for path in v.requested_host_paths
+    ]
+    return findings + [f for f in (gpu, *devices, *host_paths) if f is not None]
 
 
 def _snapshot_differs(verification: Verification, reached: ConditionClusters) -> bool:
@@ -371,10 +357,7 @@ def verification_result(verification: Verification) -> VerificationResult:
         snapshot_nodes_outside(verification, limit=NODES_PAGE_DEFAULT)
         if summary.foreign_count(cluster) else []
     )
-    checks = (
-        _placement_checks(verification, summary, foreign) + _gpu_checks(verification, summary)
-        + _device_checks(verification, summary) + _host_path_checks(verification)
-    )
+    checks = verification_checks(verification, SnapshotMatch(verification, summary, foreign))
     return VerificationResult(
         match=summary, cluster=cluster, foreign_nodes=foreign, checks=checks,
         current_signature_differs=_snapshot_differs(verification, reached),

@@ -23,15 +23,16 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from clusters.matching import match_many, match_selector, node_ref, parse_selector_input
+from clusters.matching import match_many, match_selector, parse_selector_input
 from clusters.models import Cluster, Node, Verification, VerificationState
-from clusters.types import MatchedNode, SelectorMatch
+from clusters.types import DEVICE_PREFIX, MatchedNode, SelectorMatch, node_ref
 from clusters.verifications.selectors import (
     selector_key_text,
     verification_view_for,
     verification_views,
 )
 from rlark_site.exceptions import ApplicationError, NotFoundError
+from rlark_site.findings import new_finding
 from rlark_site.tenancy.access import AnyUser, is_platform_admin, membership_of
 from rlark_site.tenancy.models import Team
 
@@ -49,7 +50,6 @@ __all__ = [
 ]
 
 OPEN_STATES = (VerificationState.PENDING, VerificationState.APPROVED)
-DEVICE_PREFIX = "rlinf.io/"
 
 
 @dataclass(frozen=True)
@@ -92,9 +92,8 @@ class RequestOutcome:
 
 
 def _invalid(code: str, field: str, message: str, **detail: Any) -> ApplicationError:
-    finding = {"code": code, "severity": "error", "role": None, "field": field,
-               "message": message, "detail": detail}
-    return ApplicationError(message, extra={"findings": [finding]}, status_code=400)
+    finding = new_finding(code, message, field=field, **detail)
+    return ApplicationError(message, extra={"findings": [finding.as_dict()]}, status_code=400)
 
 
 def _count(value: object, *, code: str, field: str) -> int | None:

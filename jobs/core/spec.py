@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from dataclasses import field as dc_field
-from typing import Any, Literal
+from typing import Any
 
 from clusters.types import (
     ClusterFacts,
@@ -27,14 +27,12 @@ __all__ = [
     "CheckContext",
     "ClusterFacts",
     "EnvVar",
-    "Finding",
     "JobSpec",
     "MatchedNode",
     "Mount",
     "ResourcePair",
     "RoleSpec",
     "SelectorMatch",
-    "Severity",
     "VerificationView",
     "as_items",
     "as_text",
@@ -46,8 +44,6 @@ __all__ = [
     "selector_key",
     "spec_roles",
 ]
-
-Severity = Literal["error", "warning"]
 
 TASK_TYPES: dict[str, tuple[str, ...]] = {
     "rl": ("Actor", "Rollout", "Environment"),
@@ -154,26 +150,6 @@ class CheckContext:
 
     def verification_for(self, cluster: str, selector: dict[str, str]) -> VerificationView | None:
         return self.verifications.get((cluster, selector_key(selector)))
-
-
-@dataclass(frozen=True)
-class Finding:
-    code: str
-    severity: Severity
-    message: str
-    role: str | None = None
-    field: str | None = None
-    detail: dict[str, Any] = dc_field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "code": self.code,
-            "severity": self.severity,
-            "role": self.role,
-            "field": self.field,
-            "message": str(self.message),
-            "detail": self.detail,
-        }
 
 
 def as_text(value: object) -> str:

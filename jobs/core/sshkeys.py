@@ -19,9 +19,8 @@ from dataclasses import dataclass
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.serialization import load_ssh_public_key
-from django.apps import apps
-from django.conf import settings
-from django.utils.translation import gettext
+
+from rlark_site.findings import translate as _
 
 __all__ = [
     "MAX_KEY_LENGTH",
@@ -46,12 +45,6 @@ SUPPORTED_KEY_TYPES = (
 )
 MAX_KEY_LENGTH = 16 * 1024
 MIN_RSA_BITS = 1024
-
-
-def _(message: str) -> str:
-    if settings.configured and apps.ready:
-        return gettext(message)
-    return message
 
 
 class SSHKeyError(ValueError):

@@ -41,7 +41,7 @@ def request(team: Any, user: Any, selector: dict[str, str], **kwargs: Any) -> Ve
 
 
 def codes(verification: Verification) -> list[str]:
-    return [c["code"] for c in verification_result(verification).checks]
+    return [c.code for c in verification_result(verification).checks]
 
 
 def test_a_request_stores_the_global_matches_with_their_inventory_generations(
@@ -64,13 +64,13 @@ def test_a_label_pair_present_in_two_clusters_is_reported_with_foreign_nodes(
     team: Any, member: Any,
 ) -> None:
     result = verification_result(request(team, member, {"rlinf.io/gpu-model": "a100"}))
-    cross = next(c for c in result.checks if c["code"] == "selector.cross_cluster")
-    assert cross["detail"]["nodes"] == [
+    cross = next(c for c in result.checks if c.code == "selector.cross_cluster")
+    assert cross.detail["nodes"] == [
         {"cluster": "gpu-b", "name": f"b-node-{i}", "namespace": "rl-gpu-b"}
         for i in range(13, 17)
     ]
     assert result.confined is False
-    assert "selector.no_cluster_label" in [c["code"] for c in result.checks]
+    assert "selector.no_cluster_label" in [c.code for c in result.checks]
 
 
 def test_a_selector_confined_by_one_condition_passes_the_placement_checks(
@@ -90,8 +90,9 @@ def test_a_header_role_request_matching_two_nodes_is_flagged(team: Any, member: 
     selector = {"rlinf.io/pool": "a100-head", "topology.rlinf.io/cluster": "gpu-a"}
     verification = request(team, member, selector, for_header_role=True)
     header = next(c for c in verification_result(verification).checks
-                  if c["code"] == "header.replicas")
-    assert header["detail"] == {"count": 2}
+                  if c.code == "header.replicas")
+    assert header.detail["count"] == 2
+    assert [node["name"] for node in header.detail["nodes"]] == ["a-head-01", "a-node-01"]
 
 
 def test_a_header_role_request_matching_one_node_is_not_flagged(team: Any, member: Any) -> None:

@@ -24,7 +24,6 @@ from jobs.core.quantities import QuantityError, parse_quantity
 from jobs.core.spec import (
     CheckContext,
     EnvVar,
-    Finding,
     JobSpec,
     Mount,
     ResourcePair,
@@ -33,6 +32,7 @@ from jobs.core.spec import (
     selector_key,
 )
 from jobs.core.sshkeys import SSHKeyError, fingerprint_sha256, validate_openssh_public_key
+from rlark_site.findings import Finding
 from tests.jobs.fleet_context import (
     ALICE_FINGERPRINT,
     ALICE_KEY,

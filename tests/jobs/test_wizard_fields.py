@@ -7,7 +7,6 @@ import re
 
 import pytest
 
-from jobs.core.spec import Finding
 from jobs.wizard.fields import (
     STEP_COMMON,
     STEP_REVIEW,
@@ -20,6 +19,7 @@ from jobs.wizard.fields import (
     place_of,
 )
 from jobs.wizard.review import highlight_yaml
+from rlark_site.findings import Finding
 
 
 def finding(field: str | None, code: str = "x.y", severity: str = "error") -> Finding:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from jobs.core.findings.base import CheckedRole, has_errors
+from jobs.core.findings.base import CheckedRole
 from jobs.core.findings.common import MAX_MANIFEST_SCRIPT_BYTES, common_findings, size_findings
 from jobs.core.findings.images import image_findings
 from jobs.core.findings.job import job_findings, role_name_findings
@@ -24,7 +24,8 @@ from jobs.core.findings.placement import (
 )
 from jobs.core.findings.resources import resource_findings
 from jobs.core.findings.scripts import env_findings, script_findings
-from jobs.core.spec import CheckContext, Finding, JobSpec, field_of, spec_roles
+from jobs.core.spec import CheckContext, JobSpec, field_of, spec_roles
+from rlark_site.findings import Finding, has_errors
 
 __all__ = [
     "MAX_MANIFEST_SCRIPT_BYTES",

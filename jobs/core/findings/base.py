@@ -1,61 +1,30 @@
-"""What every rule module shares: the finding builder, readers of unchecked input, one role
-as the rules see it."""
+"""What every rule module shares: readers of unchecked input, and one role as the rules see
+it. (The finding builder is `rlark_site.findings.new_finding`, shared with `clusters`.)"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
 from typing import Any
-
-from django.apps import apps
-from django.conf import settings
-from django.utils.translation import gettext
 
 from clusters.labels import selector_problems
 from jobs.core.spec import (
     CheckContext,
-    Finding,
     JobSpec,
     SelectorMatch,
-    Severity,
     VerificationView,
     as_items,
     field_of,
     header_index,
     role_match,
 )
+from rlark_site.findings import Finding, new_finding
+from rlark_site.findings import translate as _
 
 DNS_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?")
 ROLE_NAME = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9]*[A-Za-z0-9])?")
 NAME_MAX = 63
 SHOWN_MAX = 100
-LISTED_NODES_MAX = 50
 
-
-def _(message: str) -> str:
-    """Translate at check time when Django is ready; the text itself otherwise."""
-    if settings.configured and apps.ready:
-        return gettext(message)
-    return message
-
-
-def has_errors(findings: Iterable[Finding]) -> bool:
-    """Whether any finding blocks submission."""
-    return any(finding.severity == "error" for finding in findings)
-
-
-def new_finding(
-    code: str,
-    message: str,
-    *,
-    role: str | None = None,
-    field: str | None = None,
-    severity: Severity = "error",
-    **detail: Any,
-) -> Finding:
-    return Finding(
-        code=code, severity=severity, message=message, role=role, field=field, detail=detail
-    )
 
 
 def shown(value: object) -> str:
@@ -103,13 +72,6 @@ def within(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
-def node_list(nodes: Sequence[Any]) -> list[dict[str, str]]:
-    return [
-        {"cluster": n.cluster, "name": n.name, "namespace": n.namespace}
-        for n in nodes[:LISTED_NODES_MAX]
-    ]
-
-
 def text_reason(reason: str) -> str:
     """The user-facing words for a `text_problem` (or value) reason."""
     reasons = {
@@ -144,6 +106,7 @@ class CheckedRole:
         return f"roles[{self.index}].{path}"
 
     def finding(self, code: str, message: str, where: str, **kwargs: Any) -> Finding:
+        """A finding about this role's input at `where` (a path inside the role)."""
         return new_finding(code, message, role=self.label, field=self.field(where), **kwargs)
 
     def _verification(self) -> VerificationView | None:

@@ -8,8 +8,6 @@ from typing import Any
 
 from jobs.core.findings.base import (
     SHOWN_MAX,
-    _,
-    new_finding,
     normal_path,
     optional_text,
     shown,
@@ -20,7 +18,6 @@ from jobs.core.findings.scripts import script_findings
 from jobs.core.render import start_scripts
 from jobs.core.spec import (
     CheckContext,
-    Finding,
     JobSpec,
     field_of,
 )
@@ -28,6 +25,8 @@ from jobs.core.sshkeys import validate_openssh_public_key
 from jobs.core.startscript import (
     MAX_START_SCRIPT_BYTES,
 )
+from rlark_site.findings import Finding, new_finding
+from rlark_site.findings import translate as _
 
 # Kubernetes stores an object in etcd up to 1.5 MiB; the start scripts are most of a Job.
 MAX_MANIFEST_SCRIPT_BYTES = 1_000_000

@@ -7,18 +7,17 @@ from collections.abc import Iterator, Sequence
 from jobs.core.findings.base import (
     SHOWN_MAX,
     CheckedRole,
-    _,
-    new_finding,
     optional_text,
     shown,
 )
 from jobs.core.images import is_digest, is_placeholder, parse_image_reference, pinned_image
 from jobs.core.spec import (
-    Finding,
     JobSpec,
     as_text,
     field_of,
 )
+from rlark_site.findings import Finding, new_finding
+from rlark_site.findings import translate as _
 
 
 def image_findings(r: CheckedRole) -> Iterator[Finding]:

@@ -10,20 +10,19 @@ from jobs.core.findings.base import (
     NAME_MAX,
     ROLE_NAME,
     CheckedRole,
-    _,
-    new_finding,
     shown,
 )
 from jobs.core.spec import (
     TASK_TYPES,
     CheckContext,
-    Finding,
     JobSpec,
     field_of,
     header_index,
     is_count,
     spec_roles,
 )
+from rlark_site.findings import Finding, new_finding
+from rlark_site.findings import translate as _
 
 
 def role_name_findings(r: CheckedRole, earlier: Sequence[object]) -> Iterator[Finding]:

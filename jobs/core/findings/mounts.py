@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from clusters.placement import host_path_finding
 from jobs.core.findings.base import (
     CheckedRole,
-    _,
     normal_path,
     optional_text,
     shown,
@@ -16,10 +16,11 @@ from jobs.core.findings.scripts import role_scripts_cd
 from jobs.core.quantities import QuantityError, parse_quantity
 from jobs.core.spec import (
     MOUNT_KINDS,
-    Finding,
     as_items,
     field_of,
 )
+from rlark_site.findings import Finding
+from rlark_site.findings import translate as _
 
 # A mount target may not be one of these directories ...
 SYSTEM_DIRECTORIES = ("/", "/home", "/opt", "/tmp", "/var")  # noqa: S108
@@ -87,15 +88,13 @@ def host_path_findings(r: CheckedRole, j: int, mount: object) -> Iterator[Findin
         )
         return
     confirmed = r.confirmed
-    paths = {normal_path(p) for p in confirmed.confirmed_host_paths} if confirmed else set()
-    if source not in paths:
-        yield r.finding(
-            "mount.host_path.unconfirmed",
-            _("An admin has not confirmed that %(path)s exists on every matched node.")
-            % {"path": source},
-            f"mounts[{j}].source",
-            host_path=source,
-        )
+    confirmed_paths = confirmed.confirmed_host_paths if confirmed else ()
+    paths = {path for p in confirmed_paths if (path := normal_path(p)) is not None}
+    finding = host_path_finding(
+        source, confirmed_paths=paths, role=r.label, field=r.field(f"mounts[{j}].source")
+    )
+    if finding is not None:
+        yield finding
 
 
 def object_storage_findings(r: CheckedRole, j: int, mount: object) -> Iterator[Finding]:

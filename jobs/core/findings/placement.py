@@ -6,23 +6,28 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from clusters.labels import selector_problems
+from clusters.placement import (
+    LISTED_NODES_MAX,
+    device_capacity_finding,
+    gpu_finding,
+    selector_placement_findings,
+)
+from clusters.types import DEVICE_PREFIX, node_ref
 from jobs.core.findings.base import (
     DNS_LABEL,
-    LISTED_NODES_MAX,
     NAME_MAX,
     ROLE_NAME,
     SHOWN_MAX,
     CheckedRole,
-    _,
-    node_list,
     shown,
 )
 from jobs.core.spec import (
-    Finding,
     as_items,
     field_of,
     is_count,
 )
+from rlark_site.findings import Finding
+from rlark_site.findings import translate as _
 
 
 def cluster_findings(r: CheckedRole) -> Iterator[Finding]:
@@ -39,28 +44,15 @@ def cluster_findings(r: CheckedRole) -> Iterator[Finding]:
 
 
 def selector_findings(r: CheckedRole) -> Iterator[Finding]:
-    for problem in selector_problems(field_of(r.role, "selector", ())):
-        yield r.finding(problem.code, problem.message, "selector", **problem.detail)
+    yield from selector_problems(
+        field_of(r.role, "selector", ()), role=r.label, field=r.field("selector")
+    )
     if not r.selector_ok:
         return
-    match = r.match
-    if match.count == 0:
-        yield r.finding(
-            "selector.no_match",
-            _("The selector matches no node of any cluster."),
-            "selector",
-        )
-    if r.is_header and match.count != 1:
-        yield r.finding(
-            "header.replicas",
-            _("The Header role's selector must match exactly 1 node; it matches %(count)d.")
-            % {"count": match.count},
-            "selector",
-            count=match.count,
-            nodes=node_list(match.nodes),
-        )
-    yield from placement_findings(r)
-    not_ready = [n for n in match.nodes if not n.ready]
+    yield from selector_placement_findings(
+        r.match, cluster=r.cluster, header=r.is_header, role=r.label, field=r.field("selector")
+    )
+    not_ready = [n for n in r.match.nodes if not n.ready]
     if not_ready:
         yield r.finding(
             "selector.not_ready",
@@ -68,37 +60,10 @@ def selector_findings(r: CheckedRole) -> Iterator[Finding]:
             % {"count": len(not_ready)},
             "selector",
             severity="warning",
-            nodes=node_list(not_ready),
+            nodes=[node_ref(n) for n in not_ready[:LISTED_NODES_MAX]],
         )
     yield from hostname_findings(r)
     yield from verification_findings(r)
-
-
-def placement_findings(r: CheckedRole) -> Iterator[Finding]:
-    if r.cluster is None:
-        return
-    foreign = r.match.foreign_nodes(r.cluster)
-    if foreign:
-        yield r.finding(
-            "selector.cross_cluster",
-            _("The selector also matches %(count)d node(s) outside cluster %(cluster)s.")
-            % {"count": len(foreign), "cluster": r.cluster},
-            "selector",
-            cluster=r.cluster,
-            count=len(foreign),
-            nodes=node_list(foreign),
-        )
-    if not r.match.confining_conditions(r.cluster):
-        yield r.finding(
-            "selector.no_cluster_label",
-            _(
-                "No single condition of the selector matches only nodes of cluster %(cluster)s; "
-                "add one (for example the cluster's topology label)."
-            )
-            % {"cluster": r.cluster},
-            "selector",
-            cluster=r.cluster,
-        )
 
 
 def hostname_findings(r: CheckedRole) -> Iterator[Finding]:
@@ -148,7 +113,7 @@ def verification_findings(r: CheckedRole) -> Iterator[Finding]:
             verification=view.id,
             state=view.state,
             approved_nodes=[list(pair) for pair in view.node_signature[:LISTED_NODES_MAX]],
-            current_nodes=node_list(r.match.nodes),
+            current_nodes=r.match.listed_nodes(LISTED_NODES_MAX),
         )
 
 
@@ -162,39 +127,20 @@ def gpu_findings(r: CheckedRole) -> Iterator[Finding]:
             value=shown(gpus),
         )
         return
-    if gpus == 0 or r.match.count == 0:
-        return
-    gpu_max = r.match.gpu_max()
-    if gpu_max is not None and gpu_max > 0:
-        if gpus > gpu_max:
-            yield r.finding(
-                "gpu.exceeds_capacity",
-                _("%(gpus)d GPUs per worker is more than the %(max)d every matched node has.")
-                % {"gpus": gpus, "max": gpu_max},
-                "gpus",
-                requested=gpus,
-                max=gpu_max,
-            )
-        return
     confirmed = r.confirmed
-    if confirmed is None or confirmed.confirmed_gpu is None or confirmed.confirmed_gpu < gpus:
-        yield r.finding(
-            "gpu.unconfirmed",
-            _(
-                "The matched nodes report no GPU capacity; %(gpus)d GPUs per worker needs an "
-                "admin's confirmation on the verification."
-            )
-            % {"gpus": gpus},
-            "gpus",
-            requested=gpus,
-            max=gpu_max,
-            confirmed=confirmed.confirmed_gpu if confirmed else None,
-        )
+    finding = gpu_finding(
+        r.match,
+        gpus=gpus,
+        confirmed_gpu=confirmed.confirmed_gpu if confirmed else None,
+        role=r.label,
+        field=r.field("gpus"),
+    )
+    if finding is not None:
+        yield finding
 
 
 def device_findings(r: CheckedRole) -> Iterator[Finding]:
     facts = r.ctx.clusters.get(r.cluster) if r.cluster else None
-    maxima = r.match.devices_max() if r.match.count else {}
     confirmed = dict(r.confirmed.confirmed_devices) if r.confirmed else {}
     seen: set[str] = set()
     for j, device in enumerate(as_items(field_of(r.role, "devices", ()))):
@@ -205,7 +151,7 @@ def device_findings(r: CheckedRole) -> Iterator[Finding]:
         name, count = device
         if (
             not isinstance(name, str)
-            or not name.startswith("rlinf.io/")
+            or not name.startswith(DEVICE_PREFIX)
             or (facts is not None and name not in facts.device_names)
         ):
             yield r.finding(
@@ -235,17 +181,13 @@ def device_findings(r: CheckedRole) -> Iterator[Finding]:
                 value=shown(count),
             )
             continue
-        limit = maxima.get(name, 0)
-        if r.match.count and count > limit and confirmed.get(name, 0) < count:
-            yield r.finding(
-                "device.exceeds_capacity",
-                _(
-                    "%(count)d × %(name)s per worker is more than the %(max)d every matched node "
-                    "has."
-                )
-                % {"count": count, "name": name, "max": limit},
-                path,
-                name=name,
-                requested=count,
-                max=limit,
-            )
+        finding = device_capacity_finding(
+            r.match,
+            name=name,
+            count=count,
+            confirmed_devices=confirmed,
+            role=r.label,
+            field=r.field(path),
+        )
+        if finding is not None:
+            yield finding

@@ -7,15 +7,15 @@ from typing import Any
 
 from jobs.core.findings.base import (
     CheckedRole,
-    _,
     optional_text,
     shown,
 )
 from jobs.core.quantities import QuantityError, parse_quantity
 from jobs.core.spec import (
-    Finding,
     field_of,
 )
+from rlark_site.findings import Finding
+from rlark_site.findings import translate as _
 
 
 def resource_findings(r: CheckedRole) -> Iterator[Finding]:

@@ -8,7 +8,6 @@ from collections.abc import Callable, Iterator, Sequence
 
 from jobs.core.findings.base import (
     CheckedRole,
-    _,
     normal_path,
     optional_text,
     shown,
@@ -16,7 +15,6 @@ from jobs.core.findings.base import (
     text_reason,
 )
 from jobs.core.spec import (
-    Finding,
     as_items,
     field_of,
 )
@@ -26,6 +24,8 @@ from jobs.core.startscript import (
     RESERVED_ENV_NAMES,
     TUNABLE_ENV_NAMES,
 )
+from rlark_site.findings import Finding
+from rlark_site.findings import translate as _
 
 _C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SECONDS = re.compile(r"[0-9]{1,6}")
