@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from clusters.matching import match_selector
 from clusters.models import Cluster, Verification
 from clusters.placement import (
     LISTED_NODES_MAX,
@@ -24,10 +25,12 @@ from clusters.placement import (
     selector_placement_findings,
 )
 from clusters.types import ClusterFacts, MatchedNode, SelectorMatch, VerificationView
-from clusters.verifications.selectors import verification_checks
+from clusters.verifications.selectors import verification_checks, verification_result
+from clusters.verifications.services import verification_request
 from jobs.core.findings import check
 from jobs.core.spec import CheckContext, JobSpec, Mount, RoleSpec, selector_key
 from rlark_site.findings import Finding
+from tests.factories import load_fleet_rows
 
 CLUSTER = "gpu-a"
 CONDITION = ("rlinf.io/pool", "a100")
@@ -143,11 +146,12 @@ def test_host_path_rule() -> None:
 def job_placement(
     match: SelectorMatch, *, header: bool, gpus: int, devices: dict[str, int],
     host_paths: list[str], confirmed: VerificationView,
+    selector: tuple[tuple[str, str], ...] = (CONDITION,),
 ) -> list[Finding]:
     """The placement findings the job's engine reports for one role over `match`."""
-    key = selector_key(dict([CONDITION]))
+    key = selector_key(dict(selector))
     role = RoleSpec(
-        name="Actor", cluster=CLUSTER, selector=(CONDITION,), gpus=gpus,
+        name="Actor", cluster=CLUSTER, selector=selector, gpus=gpus,
         devices=tuple(devices.items()),
         mounts=tuple(Mount(kind="host_path", source=path, target=f"/mnt/{i}")
                      for i, path in enumerate(host_paths)),
@@ -236,6 +240,32 @@ def test_the_job_and_the_queue_report_the_same_placement_findings(
     queue = queue_placement(match, **asks)
     assert verdicts(job) == verdicts(queue)
     assert {f.role for f in job} <= {"Actor"} and {f.role for f in queue} <= {None}
+
+
+@pytest.mark.django_db
+def test_a_stored_request_and_a_job_on_the_same_inventory_agree(team: Any, member: Any) -> None:
+    """Through the database: the queue judges the stored snapshot (its summary and node pages),
+    the job today's live match; on an unchanged inventory they say the same."""
+    load_fleet_rows()
+    selector = {"rlinf.io/gpu-model": "a100"}  # 13 nodes in gpu-a, 4 in gpu-b
+    asks: dict[str, Any] = {"header": True, "gpus": 16, "devices": {"rlinf.io/rdma": 9},
+                            "host_paths": ["/data/models"]}
+    verification = verification_request(
+        team=team, user=member, cluster=Cluster.objects.get(name=CLUSTER), selector=selector,
+        for_header_role=asks["header"], requested_gpu=asks["gpus"],
+        requested_devices=asks["devices"], requested_host_paths=asks["host_paths"],
+    )
+    queue = verification_result(verification).checks
+    match = match_selector(selector)
+    nothing_confirmed = VerificationView(id=verification.pk, state="approved",
+                                         node_signature=match.signature())
+    job = job_placement(match, confirmed=nothing_confirmed, selector=tuple(selector.items()),
+                        **asks)
+    assert codes(queue) == [
+        "header.replicas", "selector.cross_cluster", "selector.no_cluster_label",
+        "gpu.exceeds_capacity", "device.exceeds_capacity", "mount.host_path.unconfirmed",
+    ]
+    assert verdicts(job) == verdicts(queue)
 
 
 def test_the_queue_fields_name_the_request_inputs() -> None:
