@@ -151,7 +151,8 @@ def test_every_setting_of_the_readme_is_in_the_config_map_or_the_secret() -> Non
               if line and not line.startswith("#")}
     assert secret == SECRET_KEYS
     missing = names - LOCAL_ONLY - set(config) - secret
-    assert not missing, f"README settings with no ConfigMap or Secret key: {sorted(missing)}"
+    assert not missing, (f"README settings missing from deploy/rlark/base/configmap.yaml "
+                         f"(or secret.example.env for secrets): {sorted(missing)}")
 
 
 def test_the_worker_groups_consume_every_queue_celery_routes_to() -> None:
