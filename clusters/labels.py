@@ -20,9 +20,12 @@ from rlark_site.findings import Finding, new_finding
 from rlark_site.findings import translate as _
 
 __all__ = [
+    "DNS_LABEL_PATTERN",
     "SELECTOR_DUPLICATE_KEY",
     "SELECTOR_EMPTY",
     "SELECTOR_SYNTAX",
+    "is_dns_label",
+    "is_dns_subdomain",
     "is_valid_label_key",
     "is_valid_label_value",
     "parse_selector_text",
@@ -35,7 +38,11 @@ SELECTOR_SYNTAX = "selector.syntax"
 SELECTOR_DUPLICATE_KEY = "selector.duplicate_key"
 
 _NAME = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?")
-_DNS_LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
+# A DNS label (RFC 1123): Kubernetes names of clusters, namespaces, jobs. The one copy of the
+# rule: model validators take the pattern, code calls `is_dns_label`.
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+_DNS_LABEL = DNS_LABEL_PATTERN[1:-1]
+_DNS_LABEL_RE = re.compile(_DNS_LABEL)
 _DNS_SUBDOMAIN = re.compile(rf"{_DNS_LABEL}(?:\.{_DNS_LABEL})*")
 _NAME_MAX = 63
 _PREFIX_MAX = 253
@@ -47,12 +54,26 @@ def _is_name(text: str) -> bool:
     return len(text) <= _NAME_MAX and _NAME.fullmatch(text) is not None
 
 
+def is_dns_label(value: object) -> bool:
+    """Whether `value` is a DNS label: 1-63 of ``a-z 0-9 -``, starting and ending alphanumeric."""
+    return isinstance(value, str) and _DNS_LABEL_RE.fullmatch(value) is not None
+
+
+def is_dns_subdomain(value: object) -> bool:
+    """Whether `value` is a DNS subdomain: dot-separated DNS labels, 253 characters at most."""
+    return (
+        isinstance(value, str)
+        and len(value) <= _PREFIX_MAX
+        and _DNS_SUBDOMAIN.fullmatch(value) is not None
+    )
+
+
 def is_valid_label_key(key: object) -> bool:
     """Whether `key` is a Kubernetes label key (``[prefix/]name``)."""
     if not isinstance(key, str):
         return False
     prefix, slash, name = key.rpartition("/")
-    if slash and (len(prefix) > _PREFIX_MAX or _DNS_SUBDOMAIN.fullmatch(prefix) is None):
+    if slash and not is_dns_subdomain(prefix):
         return False
     return _is_name(name)
 

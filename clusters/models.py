@@ -12,12 +12,13 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
+from clusters.labels import DNS_LABEL_PATTERN
 from clusters.validators import validate_api_url
 from rlark_site.audit.tracking import audited
 from rlark_site.tenancy.models import Team
 
 dns_label_validator = RegexValidator(
-    r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+    DNS_LABEL_PATTERN,
     _("1–63 lower-case letters, digits or hyphens, starting and ending with a letter or digit."),
 )
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from django.db import connection
 from django.db.models import Exists, OuterRef, Q
 from django.utils.translation import gettext
 
+from clusters.inventory.selectors import device_names
 from clusters.matching import match_many
 from clusters.models import Cluster, ClusterJob, NetworkDomain, StorageClass
 from clusters.verifications.services import verification_views
@@ -49,16 +49,6 @@ __all__ = [
 
 SelectorKey = tuple[tuple[str, str], ...]
 VerificationKey = tuple[str, SelectorKey]
-
-_DEVICE_NAMES_SQL = """
-SELECT DISTINCT c.name, d.key
-FROM clusters_node n
-JOIN clusters_cluster c ON c.id = n.cluster_id
-CROSS JOIN LATERAL jsonb_object_keys(
-    CASE WHEN jsonb_typeof(n.devices) = 'object' THEN n.devices ELSE '{}'::jsonb END
-) AS d(key)
-WHERE NOT n.gone AND c.name = ANY(%s) AND d.key LIKE 'rlinf.io/%%'
-"""
 
 
 class Evaluation(NamedTuple):
@@ -217,11 +207,7 @@ def _cluster_facts(names: Sequence[str]) -> dict[str, ClusterFacts]:
         cluster__name__in=names
     ).values_list("cluster__name", "name"):
         storage.setdefault(cluster, set()).add(storage_class)
-    devices: dict[str, set[str]] = {}
-    with connection.cursor() as cursor:
-        cursor.execute(_DEVICE_NAMES_SQL, [list(names)])
-        for cluster, device in cursor.fetchall():
-            devices.setdefault(str(cluster), set()).add(str(device))
+    devices = device_names(names)
     return {
         name: ClusterFacts(
             name=name,

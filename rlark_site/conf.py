@@ -9,6 +9,11 @@ from typing import Any
 from psycopg.conninfo import conninfo_to_dict
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+
+# Defaults the settings (settings/tasks.py) and the Kubernetes gateway (`clusters.k8s`, which
+# does not read Django settings) share: the gateway's fallbacks are the settings' defaults.
+KUBE_TIMEOUT_DEFAULT = 10.0
+KUBE_READ_ATTEMPTS_DEFAULT = 3
 STATE_DIR = Path(os.environ.get("RLARK_STATE_DIR", BASE_DIR / ".rlark"))
 
 

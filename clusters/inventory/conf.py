@@ -1,4 +1,4 @@
-"""Inventory polling settings, read in one place (each with its default)."""
+"""Inventory polling settings, read in one place (values and defaults: settings/tasks.py)."""
 
 from __future__ import annotations
 
@@ -9,42 +9,42 @@ from django.conf import settings
 
 def poll_interval() -> timedelta:
     """How long after a successful poll a cluster is due again."""
-    return timedelta(seconds=float(getattr(settings, "RLARK_INVENTORY_POLL_INTERVAL", 60.0)))
+    return timedelta(seconds=float(settings.RLARK_INVENTORY_POLL_INTERVAL))
 
 
 def page_size() -> int:
     """Nodes per list request (and per database batch)."""
-    return int(getattr(settings, "RLARK_INVENTORY_PAGE_SIZE", 500))
+    return int(settings.RLARK_INVENTORY_PAGE_SIZE)
 
 
 def kube_timeout() -> float:
     """Read timeout of one request to a cluster, in seconds."""
-    return float(getattr(settings, "RLARK_KUBE_TIMEOUT", 10.0))
+    return float(settings.RLARK_KUBE_TIMEOUT)
 
 
 def read_attempts() -> int:
     """Tries per list request before a transient error fails the poll (the gateway retries)."""
-    return int(getattr(settings, "RLARK_INVENTORY_READ_ATTEMPTS", 3))
+    return int(settings.RLARK_INVENTORY_READ_ATTEMPTS)
 
 
 def retry_base() -> timedelta:
     """The first pause after a failed poll; it doubles with each further failure."""
-    return timedelta(seconds=float(getattr(settings, "RLARK_INVENTORY_RETRY_BASE", 15.0)))
+    return timedelta(seconds=float(settings.RLARK_INVENTORY_RETRY_BASE))
 
 
 def retry_cap() -> timedelta:
     """The longest pause between polls of a failing cluster."""
-    return timedelta(seconds=float(getattr(settings, "RLARK_INVENTORY_RETRY_CAP", 900.0)))
+    return timedelta(seconds=float(settings.RLARK_INVENTORY_RETRY_CAP))
 
 
 def task_soft_time_limit() -> int:
     """Seconds before a poll task is asked to stop (`SoftTimeLimitExceeded`)."""
-    return int(getattr(settings, "RLARK_INVENTORY_TASK_SOFT_TIME_LIMIT", 90))
+    return int(settings.RLARK_INVENTORY_TASK_SOFT_TIME_LIMIT)
 
 
 def task_time_limit() -> int:
     """Seconds before a poll task's worker process is killed."""
-    return int(getattr(settings, "RLARK_INVENTORY_TASK_TIME_LIMIT", 120))
+    return int(settings.RLARK_INVENTORY_TASK_TIME_LIMIT)
 
 
 def lease_duration() -> timedelta:

@@ -22,10 +22,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import NamedTuple
 
-from clusters.k8s import NodeInfo, parse_count
-
-GPU_RESOURCE = "nvidia.com/gpu"
-DEVICE_PREFIX = "rlinf.io/"
+from clusters.k8s import NodeInfo
+from clusters.quantities import parse_count
+from clusters.types import DEVICE_PREFIX, GPU_RESOURCE
 
 # Fleets repeat a handful of quantities ("8", "4", ...): parse each text once.
 _count = lru_cache(maxsize=4096)(parse_count)

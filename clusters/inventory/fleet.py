@@ -10,7 +10,6 @@ network_domains:                # optional
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,9 +18,8 @@ from typing import Any
 import yaml
 
 from clusters.inventory.services import ClusterRegistration
+from clusters.labels import is_dns_label
 from clusters.simulator.fleet import Fleet, FleetError, parse_fleet
-
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -42,7 +40,7 @@ def _domain_problems(index: int, entry: Any, cluster_names: set[str]) -> list[st
         return [f"{where}: must be a mapping with exactly the keys name and clusters"]
     problems = []
     name, clusters = entry["name"], entry["clusters"]
-    if not isinstance(name, str) or not _DNS_LABEL.match(name):
+    if not is_dns_label(name):
         problems.append(f"{where}.name: must be a DNS label")
     if not isinstance(clusters, list) or not clusters:
         return [*problems, f"{where}.clusters: must be a non-empty list of cluster names"]

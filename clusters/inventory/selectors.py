@@ -6,18 +6,43 @@ only platform admins change them (enforced by the views and the API).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db import connection
 from django.db.models import Count, Q, QuerySet
 from django.utils.translation import gettext as _
 
 from clusters.labels import parse_selector_text, selector_problems, unparseable_problem
 from clusters.models import Cluster, ClusterJob, Node
+from clusters.types import DEVICE_PREFIX
 from rlark_site.exceptions import ApplicationError, NotFoundError
 from rlark_site.findings import Finding
 from rlark_site.tenancy.access import AnyUser
+
+# The distinct rlinf.io/* resources the present nodes of some clusters report.
+_DEVICE_NAMES_SQL = """
+SELECT DISTINCT c.name, d.key
+FROM clusters_node n
+JOIN clusters_cluster c ON c.id = n.cluster_id
+CROSS JOIN LATERAL jsonb_object_keys(
+    CASE WHEN jsonb_typeof(n.devices) = 'object' THEN n.devices ELSE '{}'::jsonb END
+) AS d(key)
+WHERE NOT n.gone AND c.name = ANY(%s) AND d.key LIKE %s
+ORDER BY c.name, d.key
+"""
+
+
+def device_names(clusters: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """For each named cluster with devices: the rlinf.io/* resources its present nodes report,
+    sorted."""
+    names: dict[str, list[str]] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(_DEVICE_NAMES_SQL, [list(clusters), f"{DEVICE_PREFIX}%"])
+        for cluster, device in cursor.fetchall():
+            names.setdefault(str(cluster), []).append(str(device))
+    return {cluster: tuple(devices) for cluster, devices in names.items()}
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from clusters.k8s.jobs import (
     list_jobs,
 )
 from clusters.k8s.kubeconfig import credentials_from_kubeconfig
-from clusters.k8s.nodes import NodeInfo, is_tracked_resource, iter_node_pages, parse_count
+from clusters.k8s.nodes import NodeInfo, iter_node_pages
 from clusters.k8s.pods import (
     DEFAULT_LOG_BYTES,
     ContainerState,
@@ -71,12 +71,10 @@ __all__ = [
     "credentials_from_kubeconfig",
     "delete_job",
     "get_job",
-    "is_tracked_resource",
     "iter_node_pages",
     "list_events",
     "list_jobs",
     "list_pods",
     "list_storage_classes",
-    "parse_count",
     "read_pod_log",
 ]

@@ -14,11 +14,12 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from clusters.k8s.errors import KubeError, from_api_exception, from_transport_error
+from rlark_site.conf import KUBE_TIMEOUT_DEFAULT
 
 T = TypeVar("T")
 
-DEFAULT_TIMEOUT = 10.0
-"""Default read timeout in seconds for every verb."""
+DEFAULT_TIMEOUT = KUBE_TIMEOUT_DEFAULT
+"""Default read timeout in seconds for every verb (the default of RLARK_KUBE_TIMEOUT)."""
 
 CONNECT_TIMEOUT = 5.0
 """Upper bound for establishing the TCP/TLS connection (never above the read timeout)."""

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import gc
-import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
 from functools import partial
 from typing import Any
 
@@ -22,29 +20,7 @@ from clusters.k8s.client import (
     request_timeout,
 )
 from clusters.k8s.retry import DEFAULT_BASE_DELAY, DEFAULT_READ_ATTEMPTS, call_with_retries
-
-GPU_RESOURCE = "nvidia.com/gpu"
-DEVICE_PREFIX = "rlinf.io/"
-
-_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$")
-_SUFFIX_FACTORS: dict[str, Decimal] = {
-    "": Decimal(1),
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "k": Decimal("1e3"),
-    "M": Decimal("1e6"),
-    "G": Decimal("1e9"),
-    "T": Decimal("1e12"),
-    "P": Decimal("1e15"),
-    "E": Decimal("1e18"),
-    "Ki": Decimal(2**10),
-    "Mi": Decimal(2**20),
-    "Gi": Decimal(2**30),
-    "Ti": Decimal(2**40),
-    "Pi": Decimal(2**50),
-    "Ei": Decimal(2**60),
-}
+from clusters.types import DEVICE_PREFIX, GPU_RESOURCE
 
 
 @dataclass(frozen=True)
@@ -52,7 +28,7 @@ class NodeInfo:
     """One node as the inventory sees it.
 
     `allocatable` keeps the raw quantity strings of `nvidia.com/gpu` and the
-    `rlinf.io/*` resources only; `parse_count` turns them into integers.
+    `rlinf.io/*` resources only; `clusters.quantities.parse_count` turns them into integers.
     `resource_version` is the node's `metadata.resourceVersion` ("" when not
     reported): the API server changes it with every change of the node.
     """
@@ -62,32 +38,6 @@ class NodeInfo:
     allocatable: dict[str, str]
     ready: bool
     resource_version: str = ""
-
-
-def is_tracked_resource(name: str) -> bool:
-    """Whether the inventory keeps this allocatable resource."""
-    return name == GPU_RESOURCE or name.startswith(DEVICE_PREFIX)
-
-
-def parse_count(quantity: str) -> int | None:
-    """Parse a Kubernetes quantity of a countable resource ("8", "2k", "4000m").
-
-    Returns None when the text is not a quantity, is negative, or is not a whole number.
-    """
-    match = _QUANTITY.match(quantity.strip())
-    if match is None:
-        return None
-    number, suffix = match.group(1), match.group(2) or ""
-    try:
-        if suffix[:1] in ("e", "E"):
-            value = Decimal(number) * Decimal(10) ** int(suffix[1:])
-        else:
-            value = Decimal(number) * _SUFFIX_FACTORS[suffix]
-    except (InvalidOperation, ValueError):
-        return None
-    if value < 0 or value != value.to_integral_value():
-        return None
-    return int(value)
 
 
 def node_info_from_object(node: dict[str, Any]) -> NodeInfo:

@@ -8,10 +8,12 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from clusters.k8s.errors import KubeError
+from rlark_site.conf import KUBE_READ_ATTEMPTS_DEFAULT
 
 T = TypeVar("T")
 
-DEFAULT_READ_ATTEMPTS = 4
+# Tries of a read when the caller does not say (the default of RLARK_INVENTORY_READ_ATTEMPTS).
+DEFAULT_READ_ATTEMPTS = KUBE_READ_ATTEMPTS_DEFAULT
 DEFAULT_BASE_DELAY = 0.1
 DEFAULT_MAX_DELAY = 2.0
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import copy
-import re
 import secrets
 import string
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from clusters.labels import is_dns_subdomain
 from clusters.simulator.objects import (
     JOB_API_VERSION,
     JOB_GROUP,
@@ -32,9 +32,6 @@ from clusters.simulator.state import ClusterState, Page
 _NAME = r"(?P<name>[^/]+)"
 _NAMESPACE = r"(?P<namespace>[^/]+)"
 _JOBS = f"/apis/{JOB_GROUP}/v1alpha1"
-_DNS_SUBDOMAIN = re.compile(
-    r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-)
 _UNSUPPORTED_QUERY = ("labelSelector", "fieldSelector", "watch")
 _LOG_FOLLOW_SECONDS = 2.0
 """How long a `follow=true` log request keeps streaming new lines before it ends."""
@@ -206,7 +203,7 @@ def _job_name(metadata: dict[str, Any]) -> str:
     if not name:
         message = "Required value: name or generateName is required"
         raise _invalid("", [Cause("FieldValueRequired", message, "metadata.name")])
-    if not isinstance(name, str) or not _DNS_SUBDOMAIN.match(name):
+    if not is_dns_subdomain(name):
         message = f"Invalid value: {name!r}: a lowercase RFC 1123 subdomain is required"
         raise _invalid(str(name), [Cause("FieldValueInvalid", message, "metadata.name")])
     return name

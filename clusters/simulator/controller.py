@@ -16,11 +16,12 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from clusters.quantities import parse_count
 from clusters.simulator.fleet import NodeSpec
 from clusters.simulator.objects import now_timestamp
 from clusters.simulator.pods import main_container, pod_refs
-from clusters.simulator.quantity import parse_count
 from clusters.simulator.state import ClusterState
+from clusters.types import DEVICE_PREFIX, GPU_RESOURCE
 
 PHASES = ("Pending", "Running", "Succeeded", "Failed")
 _SCHEDULED = "PodScheduled"
@@ -40,7 +41,7 @@ def task_requirements(task: dict[str, Any]) -> dict[str, str]:
     return {
         str(key): str(value)
         for key, value in amounts.items()
-        if key == "nvidia.com/gpu" or str(key).startswith("rlinf.io/")
+        if key == GPU_RESOURCE or str(key).startswith(DEVICE_PREFIX)
     }
 
 

@@ -18,20 +18,17 @@ from typing import Any
 import jsonschema
 import yaml
 
+from clusters.labels import is_dns_label, is_dns_subdomain
+from clusters.quantities import is_quantity
 from clusters.simulator.faults import (
     FAULTS_SCHEMA,
     FaultSpec,
     fault_problems,
     fault_spec_from_dict,
 )
-from clusters.simulator.quantity import is_quantity
 
 CONTROL_SEGMENT = "_control"
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(
-    r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-)
 _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -155,7 +152,7 @@ def label_problems(labels: dict[str, str]) -> list[str]:
     problems = []
     for key, value in labels.items():
         prefix, _, name = key.rpartition("/")
-        if (prefix and not _DNS_SUBDOMAIN.match(prefix)) or not _LABEL_NAME.match(name):
+        if (prefix and not is_dns_subdomain(prefix)) or not _LABEL_NAME.match(name):
             problems.append(f'labels["{key}"]: not a valid label key')
         if value and not _LABEL_NAME.match(value):
             problems.append(f'labels["{key}"]: value "{value}" is not a valid label value')
@@ -166,7 +163,7 @@ def allocatable_problems(allocatable: dict[str, Any]) -> list[str]:
     """Problems of an allocatable mapping: values must be non-negative quantities."""
     problems = []
     for key, value in allocatable.items():
-        valid = value >= 0 if isinstance(value, int) else is_quantity(str(value))
+        valid = value >= 0 if isinstance(value, int) else is_quantity(str(value).strip())
         if not valid or isinstance(value, bool):
             problems.append(f'allocatable["{key}"]: {value!r} is not a non-negative quantity')
     return problems
@@ -181,9 +178,9 @@ def _schema_problems(document: Any) -> list[str]:
 def _cluster_problems(index: int, cluster: dict[str, Any]) -> list[str]:
     where = f"clusters[{index}] ({cluster['name']})"
     problems = []
-    if not _DNS_LABEL.match(cluster["name"]) or cluster["name"] == CONTROL_SEGMENT:
+    if not is_dns_label(cluster["name"]) or cluster["name"] == CONTROL_SEGMENT:
         problems.append(f"{where}.name: must be a DNS label (a-z, 0-9, '-'), used in URLs")
-    if not _DNS_LABEL.match(cluster["namespace"]):
+    if not is_dns_label(cluster["namespace"]):
         problems.append(f"{where}.namespace: must be a DNS label")
     classes = cluster.get("storage_classes", [])
     for duplicate in sorted({c for c in classes if classes.count(c) > 1}):
@@ -194,7 +191,7 @@ def _cluster_problems(index: int, cluster: dict[str, Any]) -> list[str]:
         if node["name"] in seen:
             problems.append(f"{node_where}.name: duplicate node name in this cluster")
         seen.add(node["name"])
-        if not _DNS_SUBDOMAIN.match(node["name"]):
+        if not is_dns_subdomain(node["name"]):
             problems.append(f"{node_where}.name: must be a DNS subdomain")
         problems += [f"{node_where}.{p}" for p in label_problems(node.get("labels", {}))]
         problems += [f"{node_where}.{p}" for p in allocatable_problems(node.get("allocatable", {}))]

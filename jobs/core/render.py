@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from clusters.types import GPU_RESOURCE
 from jobs.core.images import pinned_image
 from jobs.core.spec import (
     DEFAULT_OBJECT_STORAGE_SIZE,
@@ -69,7 +70,6 @@ LABEL_TASK = "rlinf.io/task"
 ANNOTATION_LAUNCH_LIST = "rlinf.io/launch-list"
 ANNOTATION_DEPLOYMENT_PARAMETERS = "rlinf.io/deployment-parameters"
 ANNOTATION_SPEC_SHA256 = "rlark.io/spec-sha256"
-GPU_RESOURCE = "nvidia.com/gpu"
 
 
 def plan_tasks(spec: JobSpec, ctx: CheckContext) -> list[TaskPlan]:

@@ -7,20 +7,20 @@ from django.conf import settings
 
 def refresh_interval() -> float:
     """Seconds between refreshes of a job's live view; one cluster read serves them all."""
-    return max(1.0, float(getattr(settings, "RLARK_OBSERVE_REFRESH", 5.0)))
+    return max(1.0, float(settings.RLARK_OBSERVE_REFRESH))
 
 
 def log_tail_default() -> int:
-    return int(getattr(settings, "RLARK_LOG_TAIL_DEFAULT", 200))
+    return int(settings.RLARK_LOG_TAIL_DEFAULT)
 
 
 def log_tail_max() -> int:
-    return int(getattr(settings, "RLARK_LOG_TAIL_MAX", 5000))
+    return int(settings.RLARK_LOG_TAIL_MAX)
 
 
 def log_max_bytes() -> int:
-    return int(getattr(settings, "RLARK_LOG_MAX_BYTES", 1024 * 1024))
+    return int(settings.RLARK_LOG_MAX_BYTES)
 
 
 def kube_timeout() -> float:
-    return float(getattr(settings, "RLARK_KUBE_TIMEOUT", 10.0))
+    return float(settings.RLARK_KUBE_TIMEOUT)

@@ -1,6 +1,7 @@
 """Settings of submission and status sync, read through small functions (one place to look).
 
-The values come from `rlark_site/settings/tasks.py`, which reads them from the environment.
+The values and their defaults live in `rlark_site/settings/tasks.py` only, which reads them
+from the environment.
 """
 
 from __future__ import annotations
@@ -8,36 +9,28 @@ from __future__ import annotations
 from django.conf import settings
 
 
-def _float(name: str, default: float) -> float:
-    return float(getattr(settings, name, default))
-
-
-def _int(name: str, default: int) -> int:
-    return int(getattr(settings, name, default))
-
-
 def kube_timeout() -> float:
     """Seconds one call to a cluster may take."""
-    return _float("RLARK_KUBE_TIMEOUT", 10.0)
+    return float(settings.RLARK_KUBE_TIMEOUT)
 
 
 def pending_deadline() -> float:
     """Seconds a job may stay Pending before it is flagged."""
-    return _float("RLARK_PENDING_DEADLINE", 600.0)
+    return float(settings.RLARK_PENDING_DEADLINE)
 
 
 def submit_max_attempts() -> int:
     """How many tries a submission gets before a transient failure becomes final."""
-    return max(1, _int("RLARK_SUBMIT_MAX_ATTEMPTS", 6))
+    return max(1, int(settings.RLARK_SUBMIT_MAX_ATTEMPTS))
 
 
 def submit_retry_base() -> float:
     """The first retry pause in seconds; it doubles per try (with jitter) up to the cap."""
-    return max(0.0, _float("RLARK_SUBMIT_RETRY_BASE", 2.0))
+    return max(0.0, float(settings.RLARK_SUBMIT_RETRY_BASE))
 
 
 def submit_retry_cap() -> float:
-    return max(0.0, _float("RLARK_SUBMIT_RETRY_CAP", 60.0))
+    return max(0.0, float(settings.RLARK_SUBMIT_RETRY_CAP))
 
 
 def submit_lease() -> float:
@@ -46,9 +39,9 @@ def submit_lease() -> float:
     Longer than one try can take (two calls of `kube_timeout()` plus the bookkeeping), so a
     live worker never loses its claim; after it, a crashed worker's claim can be taken over.
     """
-    return max(_float("RLARK_SUBMIT_LEASE", 60.0), 2 * kube_timeout() + 1.0)
+    return max(float(settings.RLARK_SUBMIT_LEASE), 2 * kube_timeout() + 1.0)
 
 
 def resume_grace() -> float:
     """How long a queued record may wait for its message before it is sent again."""
-    return _float("RLARK_SUBMIT_RESUME_GRACE", 30.0)
+    return float(settings.RLARK_SUBMIT_RESUME_GRACE)

@@ -63,6 +63,22 @@ def _refusal(form: Any, exc: ApplicationError) -> None:
     form.add_error(field if field in form.fields else None, exc.message)
 
 
+def _saved(request: HttpRequest, form: Any, save: Callable[[Any], Any], *, message: str,
+           edit: str) -> HttpResponse | None:
+    """The POST half of a record's create and edit pages: a valid form's fields go to the
+    service `save`; on success `message` (with the record's title) and a redirect to the
+    record's `edit` page, else None (the page shows the form with the refusal)."""
+    if request.method != "POST" or not form.is_valid():
+        return None
+    try:
+        record = save(form.fields_for_service())
+    except ApplicationError as exc:
+        _refusal(form, exc)
+        return None
+    messages.success(request, message % {"title": record.title})
+    return redirect(edit, pk=record.pk)
+
+
 # --- launch lists -----------------------------------------------------------------------------
 
 
@@ -83,16 +99,13 @@ def launch_lists(request: HttpRequest) -> HttpResponse:
 def launch_list_create(request: HttpRequest) -> HttpResponse:
     team = _team(request)
     form = LaunchListForm(request.POST or None, parameters=_parameters_choices(team))
-    if request.method == "POST" and form.is_valid():
-        try:
-            record = services.launch_list_create(
-                team=team, user=request.user, fields=form.fields_for_service()
-            )
-        except ApplicationError as exc:
-            _refusal(form, exc)
-        else:
-            messages.success(request, _("Launch list %(title)s saved.") % {"title": record.title})
-            return redirect("jobs:launch-list-edit", pk=record.pk)
+    saved = _saved(
+        request, form,
+        lambda fields: services.launch_list_create(team=team, user=request.user, fields=fields),
+        message=_("Launch list %(title)s saved."), edit="jobs:launch-list-edit",
+    )
+    if saved is not None:
+        return saved
     context = {"team": team, "form": form, "record": None}
     return render(request, "jobs/records/launch_list_form.html", context)
 
@@ -106,16 +119,15 @@ def launch_list_edit(request: HttpRequest, pk: int) -> HttpResponse:
         request.POST or None, initial=LaunchListForm.initial_for(record),
         parameters=_parameters_choices(record.team),
     )
-    if request.method == "POST" and form.is_valid():
-        try:
-            services.launch_list_update(
-                launch_list=record, user=request.user, fields=form.fields_for_service()
-            )
-        except ApplicationError as exc:
-            _refusal(form, exc)
-        else:
-            messages.success(request, _("Launch list %(title)s saved.") % {"title": record.title})
-            return redirect("jobs:launch-list-edit", pk=record.pk)
+    saved = _saved(
+        request, form,
+        lambda fields: services.launch_list_update(
+            launch_list=record, user=request.user, fields=fields
+        ),
+        message=_("Launch list %(title)s saved."), edit="jobs:launch-list-edit",
+    )
+    if saved is not None:
+        return saved
     context = {"team": record.team, "form": form, "record": record,
                "jobs": record.jobs.order_by("name")}
     return render(request, "jobs/records/launch_list_form.html", context)
@@ -147,17 +159,16 @@ def deployment_parameters(request: HttpRequest) -> HttpResponse:
 def deployment_parameters_create(request: HttpRequest) -> HttpResponse:
     team = _team(request)
     form = _parameters_form(request, team)
-    if request.method == "POST" and form.is_valid():
-        try:
-            record = services.deployment_parameters_create(
-                team=team, user=request.user, fields=form.fields_for_service()
-            )
-        except ApplicationError as exc:
-            _refusal(form, exc)
-        else:
-            messages.success(request, _("Deployment parameters %(title)s saved.")
-                             % {"title": record.title})
-            return redirect("jobs:deployment-parameters-edit", pk=record.pk)
+    saved = _saved(
+        request, form,
+        lambda fields: services.deployment_parameters_create(
+            team=team, user=request.user, fields=fields
+        ),
+        message=_("Deployment parameters %(title)s saved."),
+        edit="jobs:deployment-parameters-edit",
+    )
+    if saved is not None:
+        return saved
     context = {"team": team, "form": form, "record": None}
     return render(request, "jobs/records/deployment_parameters_form.html", context)
 
@@ -173,17 +184,16 @@ def deployment_parameters_edit(request: HttpRequest, pk: int) -> HttpResponse:
     record = selectors.deployment_parameters_get_for_user(request.user, pk)
     form = _parameters_form(request, record.team,
                             initial=DeploymentParametersForm.initial_for(record))
-    if request.method == "POST" and form.is_valid():
-        try:
-            services.deployment_parameters_update(
-                parameters=record, user=request.user, fields=form.fields_for_service()
-            )
-        except ApplicationError as exc:
-            _refusal(form, exc)
-        else:
-            messages.success(request, _("Deployment parameters %(title)s saved.")
-                             % {"title": record.title})
-            return redirect("jobs:deployment-parameters-edit", pk=record.pk)
+    saved = _saved(
+        request, form,
+        lambda fields: services.deployment_parameters_update(
+            parameters=record, user=request.user, fields=fields
+        ),
+        message=_("Deployment parameters %(title)s saved."),
+        edit="jobs:deployment-parameters-edit",
+    )
+    if saved is not None:
+        return saved
     context = {
         "team": record.team, "form": form, "record": record,
         "fill_form": FillFromJobForm(jobs=_job_drafts(request, record.team)),

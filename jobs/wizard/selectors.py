@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db import connection
-
+from clusters.inventory.selectors import device_names
 from clusters.models import Cluster, ClusterLabel, NetworkDomain, StorageClass
 from jobs.models import DeploymentParameters, LaunchList, SSHKey
 from rlark_site.tenancy.models import Team
@@ -25,18 +24,6 @@ __all__ = [
     "network_domain_names",
     "team_records",
 ]
-
-_DEVICES_SQL = """
-SELECT DISTINCT d.key
-FROM clusters_node n
-JOIN clusters_cluster c ON c.id = n.cluster_id
-CROSS JOIN LATERAL jsonb_object_keys(
-    CASE WHEN jsonb_typeof(n.devices) = 'object' THEN n.devices ELSE '{}'::jsonb END
-) AS d(key)
-WHERE c.name = %s AND NOT n.gone AND d.key LIKE 'rlinf.io/%%'
-ORDER BY d.key
-"""
-
 
 @dataclass(frozen=True)
 class LabelValue:
@@ -81,12 +68,6 @@ def _labels(cluster: str) -> tuple[LabelKey, ...]:
     return tuple(LabelKey(key, tuple(values)) for key, values in grouped.items())
 
 
-def _device_names(cluster: str) -> tuple[str, ...]:
-    with connection.cursor() as cursor:
-        cursor.execute(_DEVICES_SQL, [cluster])
-        return tuple(str(row[0]) for row in cursor.fetchall())
-
-
 def cluster_offer(cluster: str) -> ClusterOffer:
     """The labels, devices and storage classes of `cluster`'s present nodes (empty if unknown)."""
     if not cluster:
@@ -95,7 +76,7 @@ def cluster_offer(cluster: str) -> ClusterOffer:
     return ClusterOffer(
         name=cluster,
         labels=_labels(cluster),
-        device_names=_device_names(cluster),
+        device_names=device_names([cluster]).get(cluster, ()),
         storage_classes=tuple(storage.values_list("name", flat=True)),
     )
 

@@ -1,6 +1,12 @@
 from __future__ import annotations
 
-from rlark_site.conf import env_float, env_int, env_str
+from rlark_site.conf import (
+    KUBE_READ_ATTEMPTS_DEFAULT,
+    KUBE_TIMEOUT_DEFAULT,
+    env_float,
+    env_int,
+    env_str,
+)
 
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
 CELERY_BROKER_URL = REDIS_URL
@@ -48,13 +54,15 @@ RLARK_PENDING_DEADLINE = env_float("RLARK_PENDING_DEADLINE", 600.0)
 # Inventory polling: nodes per list request (and per database batch), tries per request, the
 # backoff of a failing cluster (doubling from base up to cap, seconds) and the poll task's limits.
 RLARK_INVENTORY_PAGE_SIZE = env_int("RLARK_INVENTORY_PAGE_SIZE", 500)
-RLARK_INVENTORY_READ_ATTEMPTS = env_int("RLARK_INVENTORY_READ_ATTEMPTS", 3)
+RLARK_INVENTORY_READ_ATTEMPTS = env_int(
+    "RLARK_INVENTORY_READ_ATTEMPTS", KUBE_READ_ATTEMPTS_DEFAULT
+)
 RLARK_INVENTORY_RETRY_BASE = env_float("RLARK_INVENTORY_RETRY_BASE", 15.0)
 RLARK_INVENTORY_RETRY_CAP = env_float("RLARK_INVENTORY_RETRY_CAP", 900.0)
 RLARK_INVENTORY_TASK_SOFT_TIME_LIMIT = env_int("RLARK_INVENTORY_TASK_SOFT_TIME_LIMIT", 90)
 RLARK_INVENTORY_TASK_TIME_LIMIT = env_int("RLARK_INVENTORY_TASK_TIME_LIMIT", 120)
 # Timeouts for calls to clusters (seconds).
-RLARK_KUBE_TIMEOUT = env_float("RLARK_KUBE_TIMEOUT", 10.0)
+RLARK_KUBE_TIMEOUT = env_float("RLARK_KUBE_TIMEOUT", KUBE_TIMEOUT_DEFAULT)
 # Submission: tries before a transient failure becomes final, the retry pause (doubling with
 # jitter from base up to cap), how long a worker owns a claimed submission, and how long a
 # queued record may wait for its message before beat sends it again (seconds).

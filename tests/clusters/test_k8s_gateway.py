@@ -17,6 +17,7 @@ import yaml
 
 from clusters import k8s
 from clusters.k8s.nodes import node_info_from_object
+from clusters.quantities import parse_count
 from clusters.simulator.fleet import generate_fleet
 from clusters.simulator.testing import (
     DEMO_FLEET_PATH,
@@ -190,12 +191,12 @@ def test_a_failing_node_page_is_retried_with_the_same_continue_token(
     [("8", 8), ("0", 0), ("2k", 2000), ("4000m", 4), ("1Ki", 1024), ("1e2", 100)],
 )
 def test_parse_count_reads_whole_quantities(quantity: str, count: int) -> None:
-    assert k8s.parse_count(quantity) == count
+    assert parse_count(quantity) == count
 
 
 @pytest.mark.parametrize("quantity", ["1500m", "-1", "eight", "", "1.5"])
 def test_parse_count_rejects_fractions_negatives_and_garbage(quantity: str) -> None:
-    assert k8s.parse_count(quantity) is None
+    assert parse_count(quantity) is None
 
 
 # Storage classes

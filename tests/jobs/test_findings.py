@@ -18,9 +18,9 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
+from clusters.quantities import QuantityError, parse_quantity
 from jobs.core.findings import check, has_errors
 from jobs.core.images import parse_image_reference, pinned_image
-from jobs.core.quantities import QuantityError, parse_quantity
 from jobs.core.spec import (
     CheckContext,
     EnvVar,

@@ -20,7 +20,6 @@ from jobs.core.spec import (
 from rlark_site.findings import Finding, new_finding
 from rlark_site.findings import translate as _
 
-DNS_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?")
 ROLE_NAME = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9]*[A-Za-z0-9])?")
 NAME_MAX = 63
 SHOWN_MAX = 100

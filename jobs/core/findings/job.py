@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from clusters.labels import is_valid_label_value
+from clusters.labels import is_dns_label, is_valid_label_value
 from jobs.core.findings.base import (
-    DNS_LABEL,
     NAME_MAX,
     ROLE_NAME,
     CheckedRole,
@@ -94,7 +93,7 @@ def record_link_findings(spec: JobSpec, ctx: CheckContext) -> Iterator[Finding]:
 def job_findings(spec: JobSpec, ctx: CheckContext) -> Iterator[Finding]:
     yield from record_findings(spec, ctx)
     name = field_of(spec, "name")
-    if not (isinstance(name, str) and len(name) <= NAME_MAX and DNS_LABEL.fullmatch(name)):
+    if not is_dns_label(name):
         yield new_finding(
             "job.name.invalid",
             _(

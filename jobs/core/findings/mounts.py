@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from clusters.placement import host_path_finding
+from clusters.quantities import QuantityError, parse_quantity
 from jobs.core.findings.base import (
     CheckedRole,
     normal_path,
@@ -13,7 +14,6 @@ from jobs.core.findings.base import (
     within,
 )
 from jobs.core.findings.scripts import role_scripts_cd
-from jobs.core.quantities import QuantityError, parse_quantity
 from jobs.core.spec import (
     MOUNT_KINDS,
     as_items,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from clusters.labels import selector_problems
+from clusters.labels import is_dns_label, selector_problems
 from clusters.placement import (
     LISTED_NODES_MAX,
     device_capacity_finding,
@@ -14,7 +14,6 @@ from clusters.placement import (
 )
 from clusters.types import DEVICE_PREFIX, node_ref
 from jobs.core.findings.base import (
-    DNS_LABEL,
     NAME_MAX,
     ROLE_NAME,
     SHOWN_MAX,
@@ -70,7 +69,7 @@ def hostname_findings(r: CheckedRole) -> Iterator[Finding]:
     job = field_of(r.spec, "name")
     if r.match.count == 0 or r.name is None or not isinstance(job, str):
         return
-    if not (ROLE_NAME.fullmatch(r.name) and DNS_LABEL.fullmatch(job)):
+    if not (ROLE_NAME.fullmatch(r.name) and is_dns_label(job)):
         return
     hostname = f"{job}-{r.name.lower()}-{r.match.count - 1}"
     if len(hostname) > NAME_MAX:

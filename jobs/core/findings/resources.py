@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from clusters.quantities import QuantityError, parse_quantity
 from jobs.core.findings.base import (
     CheckedRole,
     optional_text,
     shown,
 )
-from jobs.core.quantities import QuantityError, parse_quantity
 from jobs.core.spec import (
     field_of,
 )

@@ -11,6 +11,9 @@ Grammar (k8s.io/apimachinery ``resource.Quantity``)::
 ``1E`` is one exa; ``1E3`` is one thousand. Surrounding blanks are not part of the
 grammar. RLark also rejects negative amounts and amounts above 2^63 (no resource
 request can use them).
+
+The one parser: the findings engine checks requests and sizes with `parse_quantity`, the
+inventory and the fleet simulator read allocatable counts with `parse_count`. Pure.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation, localcontext
 
-__all__ = ["QuantityError", "is_quantity", "parse_quantity"]
+__all__ = ["QuantityError", "is_quantity", "parse_count", "parse_quantity"]
 
 _QUANTITY = re.compile(
     r"(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+))"
@@ -75,3 +78,16 @@ def is_quantity(text: object) -> bool:
     except QuantityError:
         return False
     return True
+
+
+def parse_count(value: str | int) -> int | None:
+    """The whole number a quantity of a countable resource stands for ("8", "2k", "4000m"), or
+    None when it is not a quantity, or is negative or fractional. Surrounding blanks are
+    ignored (nodes report what their device plugins wrote)."""
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    try:
+        amount = parse_quantity(value.strip())
+    except QuantityError:
+        return None
+    return int(amount) if amount == amount.to_integral_value() else None
