@@ -23,9 +23,11 @@ from rest_framework.views import APIView
 
 from jobs.context import evaluate
 from jobs.core.render import build_manifest
+from jobs.drafts.forms import JobListForm
 from jobs.drafts.selectors import (
+    JOB_SORTS,
     job_get_for_user,
-    job_list_for_user,
+    job_search,
     ssh_key_get_for_team,
     ssh_keys_for_team,
     team_for_user,
@@ -61,15 +63,28 @@ class JobListView(generics.ListAPIView):
     serializer_class = JobSummarySerializer
 
     def get_queryset(self) -> QuerySet[Job]:
-        slug = self.request.query_params.get("team")
+        form = JobListForm(self.request.query_params)
+        if not form.is_valid():
+            raise ApplicationError(
+                _("Malformed query: %(problem)s") % {"problem": "; ".join(
+                    f"{name}: {' '.join(map(str, errors))}"
+                    for name, errors in form.errors.items())},
+                extra={"errors": form.errors.get_json_data()},
+            )
+        slug = form.cleaned_data["team"]
         team = team_for_user(self.request.user, slug) if slug else None
-        jobs = job_list_for_user(self.request.user, team=team)
-        state = self.request.query_params.get("state")
-        return jobs.filter(state=state) if state else jobs
+        return job_search(self.request.user, form.query(), team=team)
 
     @extend_schema(parameters=[
         _TEAM_PARAM,
+        OpenApiParameter("q", str, description="name contains (ignoring case)"),
         OpenApiParameter("state", str, enum=JobState.values, description="only jobs in this state"),
+        OpenApiParameter("cluster", str, description="submitted to this cluster, or a draft "
+                         "with a role placed on it"),
+        OpenApiParameter("creator", str, description="created by this username"),
+        OpenApiParameter("pending", bool, description="only jobs flagged Pending too long"),
+        OpenApiParameter("sort", str, enum=list(JOB_SORTS), description="order (default "
+                         "-updated: last change, newest first)"),
     ])
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return super().get(request, *args, **kwargs)

@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils.translation import gettext as _
 
-from jobs.models import Job, SSHKey
+from jobs.models import Job, Role, SSHKey
 from rlark_site.exceptions import NotFoundError
 from rlark_site.tenancy.access import access_team_object, scope_to_member_teams, teams_for_user
 from rlark_site.tenancy.models import Team
 
 __all__ = [
+    "JOB_SORTS",
+    "JobListQuery",
+    "job_creators",
     "job_get_for_user",
     "job_list_for_user",
+    "job_search",
+    "jobs_in_state",
     "ssh_key_get_for_team",
     "ssh_keys_for_team",
     "team_for_user",
@@ -31,6 +37,63 @@ def job_list_for_user(user: Any, *, team: Team | None = None) -> QuerySet[Job]:
     if team is not None:
         jobs = jobs.filter(team=team)
     return jobs.order_by("-updated_at", "-id")
+
+
+# sort name → ordering; every ordering ends on a unique column so pages never overlap
+JOB_SORTS: dict[str, tuple[str, ...]] = {
+    "-updated": ("-updated_at", "-id"),
+    "updated": ("updated_at", "id"),
+    "-created": ("-created_at", "-id"),
+    "created": ("created_at", "id"),
+    "name": ("name",),
+    "-name": ("-name",),
+    "state": ("state", "-updated_at", "-id"),
+}
+
+
+@dataclass(frozen=True)
+class JobListQuery:
+    """What the job list is asked for (page and API alike); empty means "any"."""
+
+    search: str = ""
+    state: str = ""
+    cluster: str = ""
+    creator: str = ""
+    pending_flagged: bool = False
+    sort: str = "-updated"
+
+
+def jobs_in_state(jobs: QuerySet[Job], state: str) -> QuerySet[Job]:
+    """The one place the list filters by a job's state."""
+    return jobs.filter(state=state)
+
+
+def _on_cluster(jobs: QuerySet[Job], cluster: str) -> QuerySet[Job]:
+    """Submitted jobs by the cluster they run on; drafts by their roles' clusters."""
+    placed = Role.objects.filter(job=OuterRef("pk"), cluster=cluster)
+    return jobs.filter(Q(cluster=cluster) | (Q(cluster="") & Exists(placed)))
+
+
+def job_search(user: Any, query: JobListQuery, *, team: Team | None = None) -> QuerySet[Job]:
+    """The user's jobs (one team's when given) matching `query`, in its order."""
+    jobs = job_list_for_user(user, team=team)
+    if query.search:
+        jobs = jobs.filter(name__icontains=query.search)
+    if query.state:
+        jobs = jobs_in_state(jobs, query.state)
+    if query.cluster:
+        jobs = _on_cluster(jobs, query.cluster)
+    if query.creator:
+        jobs = jobs.filter(created_by__username=query.creator)
+    if query.pending_flagged:
+        jobs = jobs.filter(pending_flagged=True)
+    return jobs.order_by(*JOB_SORTS.get(query.sort, JOB_SORTS["-updated"]))
+
+
+def job_creators(team: Team) -> list[str]:
+    """Who created the team's jobs (the list's creator filter offers them)."""
+    return list(Job.objects.filter(team=team).order_by("created_by__username")
+                .values_list("created_by__username", flat=True).distinct())
 
 
 def job_get_for_user(user: Any, name: str) -> Job:

@@ -18,4 +18,5 @@ urlpatterns: list[URLPattern | URLResolver] = [
          name="wizard-common-findings"),
     path("wizard/<str:name>/manifest.yaml", views.manifest_download, name="wizard-manifest"),
     path("wizard/<str:name>/submit/", views.submit, name="wizard-submit"),
+    path("wizard/<str:name>/delete/", views.job_delete, name="wizard-delete"),
 ]

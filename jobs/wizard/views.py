@@ -17,12 +17,15 @@ from django.core.paginator import Paginator
 from django.db.models import Prefetch
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
-from django.utils.http import content_disposition_header
+from django.utils.http import content_disposition_header, url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from clusters.models import Cluster
 from jobs.context import name_findings, name_is_taken
-from jobs.drafts.selectors import job_list_for_user
+from jobs.drafts import services
+from jobs.drafts.forms import JobListForm
+from jobs.drafts.selectors import JobListQuery, job_creators, job_search
 from jobs.models import Job, Role, TaskType
 from jobs.wizard import role_views, step_views
 from jobs.wizard.common import (
@@ -35,10 +38,13 @@ from jobs.wizard.common import (
 )
 from jobs.wizard.fields import STEP_COMMON, STEP_REVIEW, STEP_ROLES, STEP_WORKERS, FieldState
 from jobs.wizard.fields import finding_views as to_views
-from rlark_site.tenancy.access import current_team
+from rlark_site.exceptions import ApplicationError
+from rlark_site.tenancy.access import current_team, teams_for_user
+from rlark_site.tenancy.models import Team
 
 __all__ = [
     "check_name",
+    "job_delete",
     "job_list",
     "manifest_download",
     "submit",
@@ -50,17 +56,49 @@ __all__ = [
 JOBS_PER_PAGE = 50
 
 
+def _list_team(request: HttpRequest, form: JobListForm) -> Team | None:
+    """The team the list shows: the one asked for (members of several), else the current one."""
+    slug = form.cleaned_data.get("team") if form.is_valid() else ""
+    chosen = teams_for_user(request.user).filter(slug=slug).first() if slug else None
+    return chosen or current_team(request)
+
+
 @login_required
 @require_GET
 def job_list(request: HttpRequest) -> HttpResponse:
-    """The current team's jobs: drafts continue in the wizard, others open their run record."""
-    team = current_team(request)
-    jobs = job_list_for_user(request.user, team=team) if team is not None else Job.objects.none()
+    """The team's jobs, searched, filtered and sorted by the query string; drafts continue in
+    the wizard (and can be deleted), others open their job page."""
+    form = JobListForm(request.GET)
+    query = form.query() if form.is_valid() else JobListQuery()
+    team = _list_team(request, form)
+    jobs = job_search(request.user, query, team=team) if team is not None else Job.objects.none()
     jobs = jobs.prefetch_related(Prefetch("roles", queryset=Role.objects.only(
         "id", "job_id", "position", "cluster")))
     page = Paginator(jobs, JOBS_PER_PAGE).get_page(request.GET.get("page"))
-    rows = [_job_row(job) for job in page.object_list]
-    return render(request, "jobs/list.html", {"team": team, "page": page, "rows": rows})
+    return render(request, "jobs/list.html", {
+        "team": team, "page": page, "rows": [_job_row(job) for job in page.object_list],
+        "form": form, "filtered": query != JobListQuery(),
+        "clusters": Cluster.objects.order_by("name").values_list("name", flat=True),
+        "creators": job_creators(team) if team is not None else [],
+    })
+
+
+@login_required
+@require_POST
+def job_delete(request: HttpRequest, name: str) -> HttpResponse:
+    """Delete a draft (audited; its name is free again). A submitted job keeps its record."""
+    job = load_job(request, name)
+    try:
+        services.job_delete(job=job)
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, _("Draft %(name)s deleted; the name is free again.")
+                         % {"name": name})
+    back = request.POST.get("next", "")
+    if url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
+        return redirect(back)
+    return redirect("jobs:list")
 
 
 def _job_row(job: Job) -> dict[str, Any]:
