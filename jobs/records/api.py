@@ -243,7 +243,10 @@ class RunRecordDiffView(APIView):
     @extend_schema(
         parameters=[OpenApiParameter("against", str, required=True,
                                      description="job name of another run record of the team")],
-        responses={200: OpenApiResponse(description="{diff}: unified diff of the frozen YAML")},
+        responses={200: OpenApiResponse(description=(
+            "{from, to, changes: {job: [{field, from, to, lines}], roles: [{role, change, "
+            "fields: [...]}]}, diff}: the semantic diff by role and field (the job name's own "
+            "changes left out) and the unified diff of the frozen YAML"))},
     )
     def get(self, request: Request, name: str) -> Response:
         record = selectors.run_record_get_for_user(request.user, name)
@@ -253,6 +256,7 @@ class RunRecordDiffView(APIView):
         other = selectors.other_run_record_for_diff(request.user, record, against)
         return Response({
             "from": other.job_name, "to": record.job_name,
+            "changes": selectors.run_diff(record, other).as_dict(),
             "diff": selectors.manifest_diff(record, other),
         })
 

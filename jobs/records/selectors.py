@@ -24,6 +24,7 @@ from jobs.models import (
     StatusChange,
     SubmissionAttempt,
 )
+from jobs.records.rundiff import RunDiff, semantic_diff
 from rlark_site.audit.selectors import audit_events, event_as_dict
 from rlark_site.exceptions import NotFoundError
 from rlark_site.tenancy.access import (
@@ -48,6 +49,7 @@ __all__ = [
     "manifest_diff",
     "other_run_record_for_diff",
     "pending_admin_requests",
+    "run_diff",
     "run_record_chain",
     "run_record_get_for_user",
     "run_records_for_user",
@@ -261,6 +263,12 @@ def manifest_diff(record: RunRecord, other: RunRecord) -> str:
         tofile=f"{record.job_name} ({record.manifest_sha256[:12]})",
     )
     return "".join(lines)
+
+
+def run_diff(record: RunRecord, other: RunRecord) -> RunDiff:
+    """What changed from `other`'s run to `record`'s, by role and field (the name left out)."""
+    return semantic_diff(old_yaml=other.manifest_yaml, old_name=other.job_name,
+                         new_yaml=record.manifest_yaml, new_name=record.job_name)
 
 
 def other_run_record_for_diff(user: Any, record: RunRecord, name: str) -> RunRecord:

@@ -352,4 +352,5 @@ def run_record_diff(request: HttpRequest, name: str) -> HttpResponse:
     diff = selectors.manifest_diff(record, other)
     return render(request, "jobs/records/run_record_diff.html", {
         "record": record, "other": other, "lines": diff.splitlines(),
+        "changes": selectors.run_diff(record, other), "raw": request.GET.get("raw") == "1",
     })

@@ -11,7 +11,7 @@ from django.utils.html import escape
 from jobs.drafts.services import job_update
 from jobs.models import DeploymentParameters, FirstRunCheck, Job, JobState, LaunchList, RunRecord
 from jobs.records.checklist import CHECKLIST
-from jobs.records.services import job_submit
+from jobs.records.services import job_submit, run_record_clone
 from jobs.records.status import sync_submitted_jobs
 from jobs.tasks import submit_run_record
 from rlark_site.tenancy.models import Team
@@ -417,13 +417,42 @@ def test_clone_and_diff_from_the_run_record_page(
     assert clone.state == JobState.DRAFT
     with django_capture_on_commit_callbacks(execute=False):
         job_submit(job=clone, user=owner)
-    html = page(browser, "/jobs/records/ppo-run-2/diff/", against=record.job_name)
+    html = page(browser, "/jobs/records/ppo-run-2/diff/", against=record.job_name, raw="1")
     assert '<span class="del">-  name: ppo-run</span>' in html
     assert '<span class="add">+  name: ppo-run-2</span>' in html
     assert (
         stranger.get("/jobs/records/ppo-run-2/diff/", {"against": record.job_name}).status_code
         == 404
     )
+
+
+def test_the_diff_of_a_clone_changing_only_gpus_and_the_name_lists_exactly_the_gpu_change(
+    browser: Client,
+    demo_simulator: Any,
+    team: Team,
+    owner: Any,
+    admin_user: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    record = submitted(demo_simulator, team, owner, admin_user, django_capture_on_commit_callbacks)
+    clone = run_record_clone(run_record=record, user=owner, name="ppo-run-gpus")
+    job_update(job=clone, user=owner, partial=True, data={"roles": [
+        {**_body(role), "gpus": 4} if role.name == "Actor" else _body(role)
+        for role in clone.roles.order_by("position")]})
+    with django_capture_on_commit_callbacks(execute=False):
+        job_submit(job=Job.objects.get(pk=clone.pk), user=owner)
+    body = browser.get("/api/v1/run-records/ppo-run-gpus/diff/",
+                       {"against": record.job_name}).json()
+    assert body["changes"] == {"job": [], "roles": [{
+        "role": "actor", "change": "changed",
+        "fields": [{"field": "gpus", "from": "8", "to": "4", "lines": []}],
+    }]}
+    assert "-  name: ppo-run" in body["diff"]  # the raw diff still has the name's lines
+    html = page(browser, "/jobs/records/ppo-run-gpus/diff/", against=record.job_name)
+    assert html.count('<tr data-field="') == 1 and '<tr data-field="gpus">' in html
+    assert 'id="diff-raw" href="?against=ppo-run&amp;raw=1"' in html
+    raw = page(browser, "/jobs/records/ppo-run-gpus/diff/", against=record.job_name, raw="1")
+    assert '<span class="add">+  name: ppo-run-gpus</span>' in raw
 
 
 def test_cloning_under_a_taken_name_shows_the_refusal(
