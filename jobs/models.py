@@ -309,3 +309,5 @@ class FirstRunCheck(models.Model):
 from jobs.observe.models import CaptureReason as CaptureReason  # noqa: E402
 from jobs.observe.models import FailureTag as FailureTag  # noqa: E402
 from jobs.observe.models import PodAttempt as PodAttempt  # noqa: E402
+from jobs.observe.models import SignalState as SignalState  # noqa: E402
+from jobs.observe.models import SignalWatch as SignalWatch  # noqa: E402

@@ -12,6 +12,7 @@ from typing import Any
 from celery import Task, shared_task
 
 from jobs.metrics import record_submission
+from jobs.observe.signals import scan_first_signals
 from jobs.records.status import sync_submitted_jobs as sync_status
 from jobs.records.submission import stalled_run_record_ids, submit_attempt
 
@@ -45,3 +46,9 @@ def resume_stalled_submissions() -> int:
 def sync_submitted_jobs() -> dict[str, Any]:
     """Poll every submitted Job's status once; flag jobs Pending past the deadline."""
     return sync_status()._asdict()
+
+
+@shared_task(name="jobs.tasks.sync_first_signals")
+def sync_first_signals() -> int:
+    """Look for the launch lists' expected first signals in Running jobs' Head Task logs."""
+    return scan_first_signals()

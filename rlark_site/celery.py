@@ -41,6 +41,10 @@ def _schedule(sender: Celery, **_: object) -> None:
             "task": "jobs.tasks.sync_submitted_jobs",
             "schedule": float(settings.RLARK_STATUS_POLL_INTERVAL),
         },
+        "find-first-signals": {
+            "task": "jobs.tasks.sync_first_signals",
+            "schedule": float(settings.RLARK_STATUS_POLL_INTERVAL),
+        },
         "resume-stalled-submissions": {
             "task": "jobs.tasks.resume_stalled_submissions",
             "schedule": 30.0,

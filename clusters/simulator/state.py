@@ -372,12 +372,15 @@ class ClusterState:
         return job, override
 
     def append_log(self, namespace: str, name: str, lines: list[str], *, previous: bool) -> int:
+        """Append lines, timed now but never before the lines already in the log."""
         with self.lock:
+            job, ref, pod = self._find_pod(namespace, name)
             _, override = self.override_pod(namespace, name)
             target = override.previous_lines if previous else override.current_lines
+            earlier = [*timed_start_lines(job, ref, pod["spec"].get("nodeName", "")), *target]
             moment = datetime.now(UTC)
-            if target and target[-1][0] >= moment:
-                moment = target[-1][0] + timedelta(microseconds=1)
+            if earlier and earlier[-1][0] >= moment:
+                moment = earlier[-1][0] + timedelta(microseconds=1)
             for offset, line in enumerate(lines):
                 target.append((moment + timedelta(microseconds=offset), line))
             return len(target)

@@ -76,3 +76,42 @@ class PodAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.pod_name} ({self.pod_uid})"
+
+
+class SignalState(models.TextChoices):
+    WATCHING = "watching", _("watching")
+    SEEN = "seen", _("seen")
+    MISSED = "missed", _("not seen in time")
+    UNMATCHABLE = "unmatchable", _("pattern timed out")
+
+
+@audited(exclude=["scanned_until", "checked_at"])
+class SignalWatch(models.Model):
+    """The search for one expected first signal (with a pattern) in the Head Task's log."""
+
+    run_record = models.ForeignKey(
+        "jobs.RunRecord", on_delete=models.CASCADE, related_name="signal_watches"
+    )
+    index = models.PositiveSmallIntegerField()  # position in the launch list's signals
+    signal = models.CharField(max_length=500)
+    pattern = models.CharField(max_length=500)
+    pod = models.CharField(max_length=253, blank=True, default="")
+    state = models.CharField(
+        max_length=20, choices=SignalState.choices, default=SignalState.WATCHING
+    )
+    running_since = models.DateTimeField()
+    deadline = models.DateTimeField(null=True, blank=True)
+    scanned_until = models.DateTimeField(null=True, blank=True)
+    seen_at = models.DateTimeField(null=True, blank=True)
+    line = models.TextField(blank=True, default="")
+    checked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        app_label = "jobs"
+        ordering = ["run_record", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["run_record", "index"], name="unique_signal_watch")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_record_id}#{self.index} {self.state}"

@@ -11,6 +11,7 @@ from django.utils.translation import gettext_lazy as _
 
 from clusters.models import Verification
 from jobs.models import DeploymentParameters, Job, LaunchList
+from jobs.observe.patterns import pattern_problem
 from jobs.records.checklist import ANSWERS, CHECKLIST
 from jobs.records.serializers import MAX_TEXT, RoleConstraintSerializer, errors_detail
 from rlark_site.validators import no_control_characters
@@ -29,14 +30,17 @@ def signals_as_text(signals: list[dict[str, Any]]) -> str:
     lines = []
     for item in signals or []:
         minutes = item.get("within_minutes")
-        lines.append(" | ".join([str(item.get("signal", "")), str(item.get("where", "")),
-                                 "" if minutes is None else str(minutes)]))
+        columns = [str(item.get("signal", "")), str(item.get("where", "")),
+                   "" if minutes is None else str(minutes)]
+        if item.get("pattern"):
+            columns.append(str(item["pattern"]))
+        lines.append(" | ".join(columns))
     return "\n".join(lines)
 
 
 def _parse_signal(number: int, line: str) -> dict[str, Any]:
-    parts = [part.strip() for part in line.split("|")]
-    if not 2 <= len(parts) <= 3 or not parts[0] or not parts[1]:
+    parts = [part.strip() for part in line.split("|", 3)]
+    if not 2 <= len(parts) <= 4 or not parts[0] or not parts[1]:
         raise forms.ValidationError(
             _("Line %(n)d: write “what | where | minutes” (what and where are required, "
               "separated by “|”; minutes are optional).") % {"n": number}
@@ -50,7 +54,14 @@ def _parse_signal(number: int, line: str) -> dict[str, Any]:
                 _("Line %(n)d: minutes must be a whole number above 0.") % {"n": number}
             )
         minutes = int(minutes_text)
-    return {"signal": parts[0], "where": where, "within_minutes": minutes}
+    signal: dict[str, Any] = {"signal": parts[0], "where": where, "within_minutes": minutes}
+    if len(parts) > 3 and parts[3]:
+        problem = pattern_problem(parts[3])
+        if problem is not None:
+            raise forms.ValidationError(
+                _("Line %(n)d: %(problem)s") % {"n": number, "problem": problem})
+        signal["pattern"] = parts[3]
+    return signal
 
 
 class LaunchListForm(forms.Form):
@@ -65,9 +76,10 @@ class LaunchListForm(forms.Form):
     notes = _text(_("Notes"), rows=4)
     expected_signals = _text(
         _("Expected first valid signals"), rows=4,
-        help_text=_("One per line: what | where to look | within how many minutes of Running. "
-                    "“Running” is a scheduling state only: the job page asks whether this "
-                    "signal came."),
+        help_text=_("One per line: what | where to look | within how many minutes of Running "
+                    "| optionally a pattern RLark looks for in the Head Task's log (text, or a "
+                    "regular expression between slashes: /reward=\\d+/). “Running” is a "
+                    "scheduling state only: the job page asks whether this signal came."),
     )
     deployment_parameters = forms.ModelChoiceField(
         label=_("Deployment parameters"), required=False,

@@ -8,6 +8,7 @@ from django.utils.translation import gettext_lazy as _
 from rest_framework import serializers
 
 from jobs.models import DeploymentParameters, LaunchList
+from jobs.observe.patterns import PATTERN_MAX, pattern_problem
 from rlark_site.limits import (
     MAX_CHECKLIST_ANSWERS,
     MAX_DEVICE_KINDS,
@@ -30,6 +31,16 @@ class ExpectedSignalSerializer(serializers.Serializer):
     within_minutes = serializers.IntegerField(min_value=1, max_value=100_000, allow_null=True,
                                               default=None,
                                               help_text=_("how long after Running at most"))
+    pattern = serializers.CharField(
+        max_length=PATTERN_MAX, allow_blank=True, required=False,
+        help_text=_("optional: text to find in the Head Task's log, or a regular expression "
+                    "between slashes (/reward=\\d+/)"))
+
+    def validate_pattern(self, value: str) -> str:
+        problem = pattern_problem(value) if value else None
+        if problem is not None:
+            raise serializers.ValidationError(problem)
+        return value
 
 
 class LaunchListInSerializer(serializers.Serializer):

@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from jobs.drafts.selectors import job_get_for_user, job_list_for_user
 from jobs.models import Job, JobState, RunRecord
+from jobs.observe.signals import first_run_initial, signal_rows
 from jobs.records import selectors, services
 from jobs.records.audit_view import audit_by_object
 from jobs.records.checklist import ANSWERS, CHECKLIST
@@ -242,7 +243,8 @@ def job_detail(request: HttpRequest, name: str) -> HttpResponse:
         "seen_running": _seen_running(record),
         "signals": record.launch_list_snapshot.get("expected_signals", []) if record else [],
         "checks": checks, "last_check": checks[-1] if checks else None,
-        "form": FirstRunCheckForm(), "checklist": CHECKLIST, "answers": ANSWERS,
+        "form": FirstRunCheckForm(initial=first_run_initial(record)),
+        "watches": signal_rows(record), "checklist": CHECKLIST, "answers": ANSWERS,
     }
     return render(request, "jobs/records/job_detail.html", context)
 
