@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
@@ -14,6 +15,7 @@ from rest_framework.exceptions import ValidationError
 from jobs.observe import conf, live
 from jobs.observe.api import log_options
 from jobs.observe.selectors import attempt_rows, run_record_for_job
+from jobs.observe.states import LIVE_STATES
 from jobs.records import selectors as record_selectors
 from jobs.records.views import not_found_as_404
 from rlark_site.exceptions import ApplicationError
@@ -35,8 +37,10 @@ def job_live(request: HttpRequest, name: str) -> HttpResponse:
         row = {"pod": pod, "created": parse_datetime(pod.created_at or ""),
                "started": parse_datetime(pod.started_at or "")}
         tasks.setdefault(pod.labels.get("rlinf.io/task", ""), []).append(row)
+    phases = Counter(pod.phase for pod in snapshot.pods)
     context = {"job": record.job, "snapshot": snapshot, "tasks": sorted(tasks.items()),
-               "refresh": _refresh_seconds(), "active": record.job.state in ("pending", "running")}
+               "phases": sorted(phases.items()), "refresh": _refresh_seconds(),
+               "active": record.job.state in LIVE_STATES}
     return render(request, "jobs/observe/_live.html", context)
 
 

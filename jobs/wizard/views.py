@@ -27,6 +27,7 @@ from jobs.drafts import services
 from jobs.drafts.forms import JobListForm
 from jobs.drafts.selectors import JobListQuery, job_creators, job_search
 from jobs.models import Job, Role, TaskType
+from jobs.observe.states import poller_context
 from jobs.wizard import role_views, step_views
 from jobs.wizard.common import (
     is_draft,
@@ -80,6 +81,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
         "form": form, "filtered": query != JobListQuery(),
         "clusters": Cluster.objects.order_by("name").values_list("name", flat=True),
         "creators": job_creators(team) if team is not None else [],
+        "state_poll": poller_context(list(page.object_list), style="list"),
     })
 
 

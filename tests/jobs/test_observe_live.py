@@ -159,3 +159,36 @@ def test_the_log_fragment_is_404_for_another_team(running: RunRecord, client: Cl
     client.force_login(outsider)
     assert client.get(reverse("jobs:job-pod-log", args=["ppo-run", HEAD_POD])).status_code \
         == 404
+
+
+def test_the_job_list_polls_the_states_of_live_jobs(running: RunRecord, client: Client,
+                                                    owner: Any) -> None:
+    client.force_login(owner)
+    page = client.get(reverse("jobs:list")).content.decode()
+    assert 'id="state-ppo-run"' in page
+    assert f'{reverse("jobs:job-states")}?style=list&amp;name=ppo-run' in page
+
+
+def test_states_are_sent_out_of_band_for_the_users_own_jobs_only(
+    running: RunRecord, demo_simulator: Any, client: Client, owner: Any, outsider: Any
+) -> None:
+    from jobs.records.status import sync_submitted_jobs
+
+    sync_submitted_jobs()
+    client.force_login(owner)
+    answer = client.get(reverse("jobs:job-states"), {"name": ["ppo-run", "nope"],
+                                                      "style": "page"}).content.decode()
+    assert 'id="state-ppo-run" data-state="running" hx-swap-oob="true"' in answer
+    assert "nope" not in answer
+    client.force_login(outsider)
+    assert "ppo-run" not in client.get(reverse("jobs:job-states"),
+                                       {"name": "ppo-run"}).content.decode()
+
+
+def test_the_job_page_follows_its_state_and_counts_pods(running: RunRecord, client: Client,
+                                                        owner: Any) -> None:
+    client.force_login(owner)
+    page = client.get(reverse("jobs:job-detail", args=["ppo-run"])).content.decode()
+    assert f'{reverse("jobs:job-states")}?style=page&amp;name=ppo-run' in page
+    live = client.get(reverse("jobs:job-live", args=["ppo-run"])).content.decode()
+    assert "Running: " in live and "pods in all" in live
