@@ -24,6 +24,7 @@ from clusters.credentials import CredentialError, credentials_for
 from clusters.k8s import Credentials, KubeError, NotFound, get_job
 from clusters.models import Cluster
 from jobs.models import Job, JobState, RunRecord, StatusChange, SubmissionState
+from jobs.observe.capture import capture_cluster
 from jobs.records import conf
 
 __all__ = [
@@ -47,6 +48,7 @@ PHASE_STATES = {
     "Failed": JobState.FAILED,
 }
 GONE_PHASE = "Gone"
+FINAL_STATES = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 _REASON_MAX = 255
 
 
@@ -193,7 +195,10 @@ def _sync_cluster(credentials: Credentials, records: Iterable[RunRecord],
 
 
 def sync_submitted_jobs(*, now: datetime | None = None) -> SyncReport:
-    """One pass over every submitted, active Job, then the Pending deadline check."""
+    """One pass over every submitted, active Job, then the Pending deadline check.
+
+    After a cluster's Jobs are observed, their pods are kept as attempts in the run records
+    (`jobs.observe.capture.capture_cluster`: one pods list per namespace)."""
     now = now or timezone.now()
     checked = changed = unreachable = 0
     for cluster_name, records in groupby(_active_records(), key=lambda r: r.cluster):
@@ -201,7 +206,10 @@ def sync_submitted_jobs(*, now: datetime | None = None) -> SyncReport:
         if credentials is None:
             unreachable += 1
             continue
-        done, moved, lost = _sync_cluster(credentials, records, now)
+        members = list(records)
+        done, moved, lost = _sync_cluster(credentials, members, now)
         checked, changed, unreachable = checked + done, changed + moved, unreachable + lost
+        if not lost:
+            capture_cluster(credentials, members, final_states=FINAL_STATES)
     flagged = flag_overdue_pending(now=timezone.now())
     return SyncReport(checked=checked, changed=changed, unreachable=unreachable, flagged=flagged)

@@ -145,3 +145,38 @@ def test_the_record_page_and_api_show_the_kept_attempt(
         == 404
     client.force_login(outsider)
     assert client.get(reverse("jobs:run-record-attempts", args=["ppo-run"])).status_code == 404
+
+
+def test_the_status_sync_keeps_an_oom_attempt_after_the_job_is_deleted(
+    demo_simulator: Any, running: RunRecord, owner: Any, client: Any
+) -> None:
+    from jobs.records.status import sync_submitted_jobs
+
+    sync_submitted_jobs()
+    demo_simulator.append_pod_log(CLUSTER, NAMESPACE, ROLLOUT_POD,
+                                  ["Out of memory: Killed process 77 (python)"])
+    demo_simulator.patch_pod(CLUSTER, NAMESPACE, ROLLOUT_POD, phase="Failed",
+                             terminated={"reason": "Error", "exitCode": 137})
+    sync_submitted_jobs()
+    k8s.delete_job(credentials=demo_simulator.credentials(CLUSTER), namespace=NAMESPACE,
+                   name="ppo-run")
+    sync_submitted_jobs()  # the Job is gone: the run ends, its pods with it
+    kept = attempt(running, ROLLOUT_POD)
+    assert (kept.failure_tag, kept.exit_code, kept.reason) == (FailureTag.OOM, 137, "Error")
+    assert attempt_log(kept.log_tail).endswith("Out of memory: Killed process 77 (python)\n")
+    assert "Failed" in [event["reason"] for event in kept.pod_events]
+    client.force_login(owner)
+    page = client.get(reverse("jobs:run-record-attempts", args=["ppo-run"])).content.decode()
+    assert 'data-tag="oom"' in page
+
+
+def test_the_status_sync_captures_every_pod_when_the_job_ends(demo_simulator: Any,
+                                                              running: RunRecord) -> None:
+    from jobs.records.status import sync_submitted_jobs
+
+    sync_submitted_jobs()
+    assert not PodAttempt.objects.filter(run_record=running, logs_captured=True).exists()
+    demo_simulator.set_job_phase(CLUSTER, NAMESPACE, "ppo-run", "Succeeded")
+    sync_submitted_jobs()
+    attempts = PodAttempt.objects.filter(run_record=running)
+    assert attempts and all(a.logs_captured for a in attempts)
