@@ -9,8 +9,9 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
+from django.apps import apps
 from django.contrib.auth import get_user_model
-from django.db.models import Prefetch, Q, QuerySet
+from django.db.models import Prefetch, QuerySet
 from django.utils.translation import gettext as _
 from pghistory.models import Events
 
@@ -145,11 +146,13 @@ def run_record_get_for_user(user: Any, name: str) -> RunRecord:
 
 def _role_ids(job: Job) -> list[str]:
     """Every role the job ever had (deleted ones included), from the audit trail itself."""
-    ids = set(
-        Events.objects.filter(pgh_obj_model="jobs.Role")
-        .filter(Q(pgh_data__job=job.pk) | Q(pgh_data__job_id=job.pk))
-        .values_list("pgh_obj_id", flat=True)
-    )
+    # Read from the Role event table itself (indexed by job), not through `Events`, which
+    # would expand every role event of every job before filtering.
+    role_events = apps.get_model("jobs", "RoleEvent")
+    ids = {
+        str(pk) for pk in
+        role_events.objects.filter(job_id=job.pk).values_list("pgh_obj_id", flat=True).distinct()
+    }
     ids.update(str(pk) for pk in job.roles.values_list("pk", flat=True))
     return sorted(ids)
 

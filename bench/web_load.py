@@ -1,0 +1,325 @@
+"""Web load: 50 concurrent clients against RLark on a big fleet, single worker versus default.
+
+    DATABASE_URL=... REDIS_URL=... .venv/bin/python bench/web_load.py [--clients 50]
+        [--seconds 20] [--clusters 50] [--nodes 1000] [--jobs 10000] [--teams 100]
+
+Creates a scratch database (migrated like the real one) and bulk-inserts a fleet of
+`--clusters` x `--nodes` nodes and `--jobs` job drafts across `--teams` teams (INSERT ...
+SELECT generate_series), plus the demo fleet's rows, one submitted job with its run record
+and ten pending verification requests for a broad selector (every node of the fleet). Then,
+for each web configuration in turn, starts gunicorn on loopback (rlark_site/gunicorn_conf.py
+with RLARK_WEB_WORKERS / RLARK_WEB_THREADS) and drives `--clients` client threads for
+`--seconds` seconds over these routes, round robin:
+
+  job list (API), wizard step 2, live selector match (narrow and broad), admin queue (with
+  the pending requests), manifest, run record, audit lookup (one job's trail).
+
+Prints requests/s, p50/p95/p99 and errors per route and in total for each configuration:
+today's single worker (1 worker, 8 threads) and the new default (the CPU-sized one).
+Targets: p95 < 300 ms per route, 0 errors, total throughput >= 2x the single worker.
+The server is stopped and the scratch database dropped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import REPO, percentile, scratch_database, setup_django
+
+NARROW = {"topology.rlinf.io/cluster": "big-00", "rlinf.io/rack": "rack-3"}
+BROAD = {"rlinf.io/pool": "big"}
+PENDING_REQUESTS = 10
+CONFIGURATIONS = (
+    ("single worker (1 worker x 8 threads)", {"RLARK_WEB_WORKERS": "1", "RLARK_WEB_THREADS": "8"}),
+    ("new default (CPU-sized)", {}),
+)
+
+_JOBS_SQL = """
+INSERT INTO jobs_job ({columns})
+SELECT {values}
+FROM jobs_job t, generate_series(0, %(jobs)s - 1) AS i
+WHERE t.id = %(template)s
+"""
+
+
+@dataclass(frozen=True)
+class Route:
+    name: str
+    method: str
+    path: str
+    auth: str  # "token" (API) or "session" (pages)
+    body: dict[str, Any] | None = None
+    admin: bool = False
+
+
+@dataclass
+class Tally:
+    latencies: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, route: str, seconds: float, ok: bool) -> None:
+        with self.lock:
+            self.latencies[route].append(seconds)
+            if not ok:
+                self.errors[route] += 1
+
+
+def bulk_jobs(template_id: int, *, jobs: int, teams: list[int]) -> None:
+    """`jobs` copies of a template draft spread over `teams` (job names `load-00000`, ...)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'jobs_job' "
+            "AND column_name <> 'id' ORDER BY ordinal_position"
+        )
+        columns = [row[0] for row in cursor.fetchall()]
+        overrides = {
+            "name": "format('load-%%s', lpad(i::text, 5, '0'))",
+            "team_id": f"(ARRAY{teams})[1 + i %% {len(teams)}]",
+            "created_at": "now() - make_interval(secs => i)",
+            "updated_at": "now() - make_interval(secs => i)",
+        }
+        sql = _JOBS_SQL.format(
+            columns=", ".join(f'"{c}"' for c in columns),
+            values=", ".join(overrides.get(c, f't."{c}"') for c in columns),
+        )
+        cursor.execute(sql, {"jobs": jobs, "template": template_id})
+
+
+def build(args: argparse.Namespace) -> dict[str, Any]:
+    """The data set; returns the routes' parameters and the credentials to use."""
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from django.test import Client
+    from rest_framework.authtoken.models import Token
+
+    from clusters.models import Cluster
+    from clusters.verifications.services import verification_request
+    from jobs.drafts.services import job_create
+    from jobs.records.submission import job_submit
+    from rlark_site.tenancy.models import MemberRole, Membership, Team
+    from tests.factories import bulk_fleet, load_fleet_rows
+    from tests.jobs.records_support import submittable_job
+
+    started = time.perf_counter()
+    bulk_fleet(args.clusters, args.nodes)
+    load_fleet_rows()
+    users = get_user_model()
+    admin = users.objects.create_user("load-admin", password=None, is_staff=True)
+    numbers = range(args.teams)
+    teams = [Team.objects.create(slug=f"team-{i:03d}", name=f"Team {i}") for i in numbers]
+    members = [users.objects.create_user(f"member-{i:03d}", password=None) for i in numbers]
+    Membership.objects.bulk_create(
+        Membership(team=t, user=m, role=MemberRole.MAINTAINER)
+        for t, m in zip(teams, members, strict=True)
+    )
+    team, member = teams[0], members[0]
+    job = submittable_job(team=team, owner=member, admin=admin, name="load-run")
+    job_submit(job=job, user=member)
+    draft = job_create(team=team, user=member, data={
+        "name": "load-draft", "task_type": "custom", "header_role": "Actor",
+        "roles": [{"name": "Actor", "cluster": "big-00", "selector": NARROW, "gpus": 8}],
+        "run_script": "python -m rlinf.train",
+    })
+    bulk_jobs(draft.pk, jobs=args.jobs, teams=[t.pk for t in teams])
+    broad_cluster = Cluster.objects.get(name="big-00")
+    for requester_team, requester in list(zip(teams, members, strict=True))[:PENDING_REQUESTS]:
+        verification_request(team=requester_team, user=requester, cluster=broad_cluster,
+                             selector=BROAD, for_header_role=False)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    print(f"data set built in {time.perf_counter() - started:.1f} s: {args.clusters} clusters x "
+          f"{args.nodes} nodes, {args.jobs:,} jobs over {args.teams} teams, "
+          f"{PENDING_REQUESTS} pending broad requests", flush=True)
+
+    def session_cookie(user: Any) -> str:
+        client = Client()
+        client.force_login(user)
+        return str(client.cookies["sessionid"].value)
+
+    return {
+        "member_token": Token.objects.create(user=member).key,
+        "admin_token": Token.objects.create(user=admin).key,
+        "member_session": session_cookie(member),
+        "admin_session": session_cookie(admin),
+        "run": job.name, "draft": draft.name,
+    }
+
+
+def routes(data: dict[str, Any]) -> list[Route]:
+    run, draft = data["run"], data["draft"]
+    return [
+        Route("job list", "GET", "/api/v1/jobs/", "token"),
+        Route("wizard step 2", "GET", f"/jobs/wizard/{draft}/step-2/", "session"),
+        Route("match narrow", "POST", "/api/v1/selector-matches/", "token",
+              {"cluster": "big-00", "selector": NARROW}),
+        Route("match broad", "POST", "/api/v1/selector-matches/", "token",
+              {"cluster": "big-00", "selector": BROAD}),
+        Route("admin queue", "GET", "/clusters/verifications/queue/", "session", admin=True),
+        Route("manifest", "GET", f"/api/v1/jobs/{run}/manifest/", "token"),
+        Route("run record", "GET", f"/api/v1/run-records/{run}/", "token"),
+        Route("audit lookup", "GET", f"/api/v1/audit-events/?job={run}", "token"),
+    ]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def web_server(database: str, extra_env: dict[str, str]) -> Iterator[str]:
+    """gunicorn with RLark's settings module on a loopback port, for the `with` block."""
+    import requests
+    from django.db import connection
+
+    settings_dict = connection.settings_dict
+    port = _free_port()
+    url = (f"postgresql://{settings_dict['USER']}@{settings_dict['HOST'] or '127.0.0.1'}:"
+           f"{settings_dict['PORT'] or 5432}/{database}")
+    if settings_dict["PASSWORD"]:
+        url = url.replace("@", f":{settings_dict['PASSWORD']}@", 1)
+    env = {**os.environ, "DATABASE_URL": url, "RLARK_WEB_ACCESS_LOG": "", **extra_env}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "-c", "python:rlark_site.gunicorn_conf",
+         "--bind", f"127.0.0.1:{port}"],
+        cwd=REPO, env=env, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if requests.get(f"{base}/health/live", timeout=2).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise SystemExit("gunicorn did not start")
+            time.sleep(0.3)
+        yield base
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def client_loop(base: str, index: int, plan: list[Route], data: dict[str, Any],
+                stop: float, tally: Tally) -> None:
+    import requests
+
+    session = requests.Session()
+    turn = index
+    while time.monotonic() < stop:
+        route = plan[turn % len(plan)]
+        turn += 1
+        headers: dict[str, str] = {}
+        cookies: dict[str, str] = {}
+        who = "admin" if route.admin else "member"
+        if route.auth == "token":
+            headers["Authorization"] = f"Token {data[f'{who}_token']}"
+        else:
+            cookies["sessionid"] = data[f"{who}_session"]
+        started = time.perf_counter()
+        try:
+            response = session.request(route.method, base + route.path, json=route.body,
+                                       headers=headers, cookies=cookies, timeout=60,
+                                       allow_redirects=False)
+            ok = response.status_code == 200
+        except requests.RequestException:
+            ok = False
+        tally.add(route.name, time.perf_counter() - started, ok)
+
+
+def drive(base: str, plan: list[Route], data: dict[str, Any], *, clients: int,
+          seconds: float) -> Tally:
+    tally = Tally()
+    stop = time.monotonic() + seconds
+    threads = [threading.Thread(target=client_loop, args=(base, i, plan, data, stop, tally))
+               for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=seconds + 120)
+    return tally
+
+
+def report(title: str, tally: Tally, seconds: float) -> float:
+    print(f"\n{title}")
+    print(f"  {'route':16s} {'req/s':>7s} {'p50 ms':>8s} {'p95 ms':>8s} {'p99 ms':>8s} "
+          f"{'errors':>6s} {'requests':>8s}")
+    everything: list[float] = []
+    errors = 0
+    for name, values in tally.latencies.items():
+        everything += values
+        errors += tally.errors[name]
+        print(f"  {name:16s} {len(values) / seconds:7.1f} {percentile(values, .5) * 1e3:8.0f} "
+              f"{percentile(values, .95) * 1e3:8.0f} {percentile(values, .99) * 1e3:8.0f} "
+              f"{tally.errors[name]:6d} {len(values):8d}")
+    total = len(everything) / seconds
+    print(f"  {'all routes':16s} {total:7.1f} {percentile(everything, .5) * 1e3:8.0f} "
+          f"{percentile(everything, .95) * 1e3:8.0f} {percentile(everything, .99) * 1e3:8.0f} "
+          f"{errors:6d} {len(everything):8d}", flush=True)
+    return total
+
+
+def run(args: argparse.Namespace, database: str) -> None:
+    from rlark_site import gunicorn_conf
+
+    data = build(args)
+    plan = routes(data)
+    cpus = gunicorn_conf.available_cpus()
+    print(f"{cpus} CPUs; default: {gunicorn_conf.default_workers(cpus)} workers x "
+          f"{gunicorn_conf.threads} threads; {args.clients} clients for {args.seconds:.0f} s each")
+    throughput = []
+    for title, extra_env in CONFIGURATIONS:
+        with web_server(database, extra_env) as base:
+            drive(base, plan, data, clients=min(args.clients, 8), seconds=3)  # warm up
+            tally = drive(base, plan, data, clients=args.clients, seconds=args.seconds)
+        throughput.append(report(title, tally, args.seconds))
+    print(f"\nthroughput, new default / single worker: {throughput[1] / throughput[0]:.2f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--clusters", type=int, default=50)
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--jobs", type=int, default=10_000)
+    parser.add_argument("--teams", type=int, default=100)
+    args = parser.parse_args()
+    setup_django()
+    import redis
+    from django.conf import settings
+
+    with scratch_database(f"rlark_bench_web_{os.getpid()}") as database:
+        try:
+            run(args, database)
+        finally:
+            redis.Redis.from_url(settings.CELERY_BROKER_URL).delete("submission")
+
+
+if __name__ == "__main__":
+    main()
