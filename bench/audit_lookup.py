@@ -38,7 +38,7 @@ FAKE_ROLES = 20_000
 OWN_EVENTS = 60
 # Lookups that match a large share of all events: `Events` expands (JSON, diff) every
 # matching event before sorting, so they are run only on smaller sets (`--broad-max`).
-BROAD = "audit-events "
+BROAD = "audit-events (broad) "
 FAKE_ID_BASE = 1_000_000
 
 _CONTEXTS_SQL = """
@@ -151,7 +151,7 @@ def lookups(data: dict[str, Any]) -> dict[str, Callable[[], Any]]:
 
     return {
         "run record audit section": audit_section,
-        "audit-events ?job=": api(admin, job=job.name),
+        "audit-events ?job= (one trail)": api(admin, job=job.name),
         BROAD + "?actor=": api(admin, actor=data["actor"].username),
         BROAD + "?model=job": api(admin, model="job"),
         BROAD + "?model=jobs.Role": api(admin, model="jobs.Role"),
@@ -181,7 +181,7 @@ def run(args: argparse.Namespace) -> None:
         raise SystemExit("the object lookup would scan every event: migrate the audit indexes")
     for name, lookup in lookups(data).items():
         if name.startswith(BROAD) and args.events > args.broad_max:
-            print(f"{name:34s} skipped above --broad-max {args.broad_max:,} events (see below)")
+            print(f"{name:42s} skipped above --broad-max {args.broad_max:,} events (see below)")
             continue
         times: list[float] = []
         started = time.perf_counter()
@@ -192,7 +192,7 @@ def run(args: argparse.Namespace) -> None:
             started = time.perf_counter()
             lookup()
             times.append(time.perf_counter() - started)
-        print(f"{name:34s} {summary_ms(times or [first])}", flush=True)
+        print(f"{name:42s} {summary_ms(times or [first])}", flush=True)
 
 
 def main() -> None:
