@@ -265,6 +265,10 @@ class Verification(models.Model):
     requested_devices = models.JSONField(default=dict, blank=True)
     requested_host_paths = models.JSONField(default=list, blank=True)
     request_note = models.TextField(blank=True, default="")
+    # Which job draft and role asked (names, since clusters does not know jobs); empty when
+    # the request came from the API without them.
+    requested_for_job = models.CharField(max_length=63, blank=True, default="")
+    requested_for_role = models.CharField(max_length=63, blank=True, default="")
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
     )

@@ -181,6 +181,10 @@ class VerificationRequestSerializer(serializers.Serializer):
         child=serializers.CharField(max_length=4096), required=False, max_length=MAX_HOST_PATHS
     )
     note = serializers.CharField(required=False, allow_blank=True, max_length=4000, default="")
+    job = serializers.CharField(required=False, allow_blank=True, max_length=63, default="",
+                                help_text="the job draft that asks (shown to the admins)")
+    role = serializers.CharField(required=False, allow_blank=True, max_length=63, default="",
+                                 help_text="the role of that job whose selector this is")
 
 
 class ApproveSerializer(serializers.Serializer):
@@ -219,7 +223,8 @@ class VerificationSerializer(serializers.ModelSerializer):
         fields = [
             "id", "team", "cluster", "selector", "selector_key", "for_header_role",
             "requested_gpu", "requested_devices", "requested_host_paths", "request_note",
-            "requested_by", "created_at", "state", "count", "per_cluster", "matches",
+            "requested_for_job", "requested_for_role", "requested_by", "created_at", "state",
+            "count", "per_cluster", "matches",
             "matches_offset", "matches_limit", "matches_next_offset", "inventory_generations",
             "decided_by", "decided_at", "decision_note", "confirmed_gpu", "confirmed_devices",
             "confirmed_host_paths", "stale_at", "drift",
@@ -345,6 +350,7 @@ class VerificationsView(APIView):
             requested_gpu=values.get("requested_gpu"),
             requested_devices=values.get("requested_devices"),
             requested_host_paths=values.get("requested_host_paths"), note=values["note"],
+            job_name=values["job"], role_name=values["role"],
         )
         body = {**_detail(outcome.verification), "reused": outcome.reused,
                 "updated": outcome.updated}

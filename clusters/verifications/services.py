@@ -225,6 +225,7 @@ def verification_request_outcome(
     for_header_role: bool = False, requested_gpu: int | None = None,
     requested_devices: Mapping[str, int] | None = None,
     requested_host_paths: Sequence[str] | None = None, note: str = "",
+    job_name: str = "", role_name: str = "",
 ) -> RequestOutcome:
     """Request verification of (cluster, selector) for `team`, or reuse the open one.
 
@@ -262,7 +263,8 @@ def verification_request_outcome(
             team=team, cluster=cluster, selector=clean, selector_key=key,
             for_header_role=asks.for_header_role, requested_gpu=asks.gpu,
             requested_devices=dict(asks.devices), requested_host_paths=list(asks.host_paths),
-            request_note=note, requested_by_id=user.pk, **_snapshot(match, cluster, generations),
+            request_note=note, requested_by_id=user.pk, requested_for_job=job_name[:63],
+            requested_for_role=role_name[:63], **_snapshot(match, cluster, generations),
         )
     return RequestOutcome(verification, reused=False)
 
@@ -272,13 +274,14 @@ def verification_request(
     for_header_role: bool = False, requested_gpu: int | None = None,
     requested_devices: Mapping[str, int] | None = None,
     requested_host_paths: Sequence[str] | None = None, note: str = "",
+    job_name: str = "", role_name: str = "",
 ) -> Verification:
     """`verification_request_outcome` without saying whether the request was reused."""
     return verification_request_outcome(
         team=team, user=user, cluster=cluster, selector=selector,
         for_header_role=for_header_role, requested_gpu=requested_gpu,
         requested_devices=requested_devices, requested_host_paths=requested_host_paths,
-        note=note,
+        note=note, job_name=job_name, role_name=role_name,
     ).verification
 
 

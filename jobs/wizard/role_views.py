@@ -227,6 +227,7 @@ def request_verification(request: HttpRequest, name: str, index: int) -> HttpRes
             team=job.team, user=cast(AbstractBaseUser, request.user), cluster=cluster,
             selector=_usable_selector(role),
             for_header_role=header_index(evaluation.spec) == index, **_asks(role),
+            job_name=job.name, role_name=str(role.name),
         )
     except ApplicationError as exc:
         error = refusal_findings(exc, default_field=None)[0].message

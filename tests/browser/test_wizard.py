@@ -277,6 +277,7 @@ def _run_journey(page: Page, live_server: Any, world: dict[str, Any], lang: str)
     assert dict(map(tuple, job.roles.get(position=0).selector)) == ACTOR
     requested = Verification.objects.get(state="pending")
     assert requested.selector == {"rlinf.io/pool": "a100-head"} and requested.for_header_role
+    assert (requested.requested_for_job, requested.requested_for_role) == ("ppo-math-7b", "Actor")
 
 
 def test_a_member_creates_an_rl_job_in_english(

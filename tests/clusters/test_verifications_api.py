@@ -124,6 +124,17 @@ def test_a_member_requests_a_verification_and_sees_the_automated_result(
     assert [c["code"] for c in body["result"]["checks"]] == ["mount.host_path.unconfirmed"]
 
 
+def test_a_request_names_the_job_and_role_that_asked_and_the_queue_shows_them(
+    member: Any, admin_user: Any, api_client_for: Client, client: Any,
+) -> None:
+    body = create(api_client_for(member), job="ppo-math-7b", role="Rollout").json()
+    assert (body["requested_for_job"], body["requested_for_role"]) == ("ppo-math-7b", "Rollout")
+    client.force_login(admin_user)
+    queue = client.get("/clusters/verifications/queue/").content.decode()
+    assert ('Asked for job <strong class="mono">ppo-math-7b</strong>, role '
+            "<strong>Rollout</strong>.") in queue
+
+
 def test_an_identical_request_is_reused_and_says_so(member: Any, api_client_for: Client) -> None:
     client = api_client_for(member)
     first = create(client).json()
