@@ -6,4 +6,5 @@ urlpatterns = [
     path("", include("jobs.wizard.urls")),
     path("", include("jobs.records.urls")),
     path("", include("jobs.observe.urls")),
+    path("", include("jobs.help_urls")),
 ]

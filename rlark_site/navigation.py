@@ -25,6 +25,7 @@ NAV = [
     (QUEUE, _("Verification queue"), ADMINS),
     ("clusters:nodes", _("Nodes"), ALL),
     ("clusters:list", _("Clusters"), ALL),
+    ("jobs:help-glossary", _("Glossary"), ALL),
     ("swagger-ui", _("API"), ALL),
 ]
 
