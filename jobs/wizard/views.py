@@ -80,9 +80,16 @@ def job_list(request: HttpRequest) -> HttpResponse:
         "team": team, "page": page, "rows": [_job_row(job) for job in page.object_list],
         "form": form, "filtered": query != JobListQuery(),
         "clusters": Cluster.objects.order_by("name").values_list("name", flat=True),
-        "creators": job_creators(team) if team is not None else [],
+        "creators": _creators(team, query),
         "state_poll": poller_context(list(page.object_list), style="list"),
     })
+
+
+def _creators(team: Team | None, query: JobListQuery) -> list[str]:
+    """The team's creators to filter by, and the one asked for even when none of their jobs is
+    left (the select keeps showing the filter in use)."""
+    creators = job_creators(team) if team is not None else []
+    return sorted({*creators, query.creator} - {""})
 
 
 @login_required
