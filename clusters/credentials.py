@@ -89,4 +89,6 @@ def credentials_for(cluster: Cluster) -> Credentials:
         token=decrypt(cluster.token_encrypted) or None,
         ca_cert=decrypt(cluster.ca_cert_encrypted) or None,
         verify_tls=cluster.verify_tls,
+        client_cert=decrypt(cluster.client_cert_encrypted) or None,
+        client_key=decrypt(cluster.client_key_encrypted) or None,
     )

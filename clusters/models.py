@@ -44,6 +44,9 @@ class Cluster(models.Model):
     api_url = models.CharField(max_length=500, validators=[validate_api_url])
     token_encrypted = models.TextField(blank=True, default="")
     ca_cert_encrypted = models.TextField(blank=True, default="")
+    # Mutual TLS instead of (or beside) a token: PEM certificate and private key.
+    client_cert_encrypted = models.TextField(blank=True, default="")
+    client_key_encrypted = models.TextField(blank=True, default="")
     verify_tls = models.BooleanField(default=True)
     enabled = models.BooleanField(default=True)
     # Poll bookkeeping (not audited: it changes on every poll).

@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from clusters.inventory.forms import MAX_KUBECONFIG, kubeconfig_create_arguments
 from clusters.inventory.selectors import (
     cluster_get,
     cluster_list,
@@ -28,6 +29,7 @@ from clusters.inventory.services import (
     cluster_poll_request,
     cluster_update,
 )
+from clusters.k8s import KubeconfigError, read_context
 from clusters.models import Cluster, Node
 from clusters.validators import validate_api_url
 from rlark_site.exceptions import ApplicationError
@@ -52,11 +54,13 @@ class ClusterSerializer(serializers.ModelSerializer):
     gone_count = serializers.IntegerField(read_only=True, help_text="Nodes that vanished.")
     has_token = serializers.SerializerMethodField()
     has_ca_cert = serializers.SerializerMethodField()
+    has_client_certificate = serializers.SerializerMethodField()
 
     class Meta:
         model = Cluster
         fields = [
             "name", "namespace", "api_url", "verify_tls", "enabled", "has_token", "has_ca_cert",
+            "has_client_certificate",
             "state", "last_polled_at", "last_success_at", "last_error", "failure_count",
             "next_poll_at", "generation", "node_count", "ready_count", "gone_count",
             "created_at",
@@ -67,6 +71,9 @@ class ClusterSerializer(serializers.ModelSerializer):
 
     def get_has_ca_cert(self, cluster: Cluster) -> bool:
         return bool(cluster.ca_cert_encrypted)
+
+    def get_has_client_certificate(self, cluster: Cluster) -> bool:
+        return bool(cluster.client_cert_encrypted)
 
 
 class ClusterCreateSerializer(serializers.Serializer):
@@ -83,6 +90,34 @@ class ClusterCreateSerializer(serializers.Serializer):
     )
     verify_tls = serializers.BooleanField(default=True)
     enabled = serializers.BooleanField(default=True)
+
+
+class ClusterKubeconfigSerializer(serializers.Serializer):
+    """A cluster registered from one context of a kubeconfig (token or client certificate)."""
+
+    name = serializers.CharField(max_length=63)
+    kubeconfig = serializers.CharField(
+        write_only=True, trim_whitespace=False, max_length=MAX_KUBECONFIG,
+        help_text="The kubeconfig text (YAML or JSON), everything embedded; stored encrypted "
+                  "as the cluster's credentials, never returned.")
+    kube_context = serializers.CharField(
+        required=False, allow_blank=True, max_length=253,
+        help_text="The kubeconfig context to use; blank: its current context.")
+    namespace = serializers.CharField(required=False, allow_blank=True, max_length=63,
+                                      help_text="Blank: the context's namespace.")
+    enabled = serializers.BooleanField(default=True)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        try:
+            chosen = read_context(attrs["kubeconfig"], attrs.get("kube_context") or None)
+        except KubeconfigError as exc:
+            raise serializers.ValidationError({"kubeconfig": [str(exc)]}) from exc
+        namespace = attrs.get("namespace") or chosen.namespace
+        if not namespace:
+            raise serializers.ValidationError(
+                {"namespace": [_("The context names no namespace; enter one.")]})
+        return kubeconfig_create_arguments(name=attrs["name"], namespace=namespace,
+                                           chosen=chosen, enabled=attrs["enabled"])
 
 
 class ClusterUpdateSerializer(serializers.Serializer):
@@ -144,6 +179,19 @@ class ClusterListView(APIView):
     def post(self, request: Request) -> Response:
         """Register a cluster (platform admins). It is polled at the next beat round."""
         data = ClusterCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        cluster = cluster_create(**data.validated_data)
+        return _cluster_response(request.user, cluster.name, code=status.HTTP_201_CREATED)
+
+
+class ClusterKubeconfigView(APIView):
+    permission_classes = [ReadAllWriteAdmins]
+
+    @extend_schema(request=ClusterKubeconfigSerializer, responses={201: ClusterSerializer})
+    def post(self, request: Request) -> Response:
+        """Register a cluster from a kubeconfig context (platform admins); exec-plugin and
+        auth-provider users are refused."""
+        data = ClusterKubeconfigSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         cluster = cluster_create(**data.validated_data)
         return _cluster_response(request.user, cluster.name, code=status.HTTP_201_CREATED)

@@ -11,10 +11,12 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from clusters.inventory.selectors import LabelFilter, label_filter_from_text
+from clusters.k8s import KubeconfigContext, KubeconfigError, read_context
 from clusters.models import Cluster
 from clusters.validators import validate_api_url
 
 SELECTOR_EXAMPLE = "rlinf.io/gpu-model=a100, rlinf.io/zone=zone-1"
+MAX_KUBECONFIG = 256 * 1024  # characters; real kubeconfigs of one context are a few KiB
 
 
 class SecretTextarea(forms.Textarea):
@@ -92,6 +94,80 @@ class ClusterForm(forms.Form):
             "token": self._secret("token"), "ca_cert": self._secret("ca_cert"),
             "verify_tls": data["verify_tls"], "enabled": data["enabled"],
         }
+
+
+class KubeconfigClusterForm(forms.Form):
+    """Add a cluster from a kubeconfig (uploaded or pasted) and one of its contexts.
+
+    The context's server URL, CA bundle and user credentials (a bearer token, or a client
+    certificate and key) are taken; users with exec plugins or auth providers are refused.
+    """
+
+    name = forms.SlugField(label=_("Name"), max_length=63)
+    kubeconfig_file = forms.FileField(label=_("Kubeconfig file"), required=False)
+    kubeconfig = forms.CharField(
+        label=_("or paste the kubeconfig"), required=False, strip=False, max_length=MAX_KUBECONFIG,
+        widget=SecretTextarea(attrs={"rows": 8, "autocomplete": "off"}),
+        help_text=_("Everything embedded: kubectl config view --flatten --minify."),
+    )
+    context = forms.CharField(
+        label=_("Context"), required=False, max_length=253,
+        help_text=_("Blank: the kubeconfig's current context."),
+    )
+    namespace = forms.CharField(
+        label=_("Namespace"), required=False, max_length=63,
+        help_text=_("Where Jobs for this cluster are created. Blank: the context's namespace."),
+    )
+    enabled = forms.BooleanField(label=_("Poll this cluster"), required=False, initial=True)
+
+    def _kubeconfig_text(self) -> str:
+        upload = self.cleaned_data.get("kubeconfig_file")
+        pasted = self.cleaned_data.get("kubeconfig") or ""
+        if upload and pasted.strip():
+            raise forms.ValidationError(_("Upload a file or paste the kubeconfig, not both."))
+        if upload:
+            if upload.size > MAX_KUBECONFIG:
+                raise forms.ValidationError(_("The kubeconfig file is too large."))
+            try:
+                return str(upload.read().decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                raise forms.ValidationError(_("The kubeconfig file is not UTF-8 text.")) from exc
+        if not pasted.strip():
+            raise forms.ValidationError(_("Upload a kubeconfig file or paste one."))
+        return pasted
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if self.errors:
+            return cleaned
+        try:
+            chosen = read_context(self._kubeconfig_text(), cleaned.get("context") or None)
+        except KubeconfigError as exc:
+            raise forms.ValidationError(
+                _("This kubeconfig cannot be used: %(reason)s") % {"reason": exc}) from exc
+        cleaned["chosen"] = chosen
+        if not (cleaned.get("namespace") or chosen.namespace):
+            self.add_error("namespace", _("The context names no namespace; enter one."))
+        return cleaned
+
+    def create_arguments(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        chosen: KubeconfigContext = data["chosen"]
+        return kubeconfig_create_arguments(
+            name=data["name"], namespace=data["namespace"] or chosen.namespace,
+            chosen=chosen, enabled=data["enabled"])
+
+
+def kubeconfig_create_arguments(*, name: str, namespace: str, chosen: KubeconfigContext,
+                                enabled: bool) -> dict[str, Any]:
+    """`cluster_create`'s arguments for a kubeconfig context (the page and the API alike)."""
+    credentials = chosen.credentials
+    return {
+        "name": name, "namespace": namespace, "api_url": credentials.api_url,
+        "token": credentials.token or "", "ca_cert": credentials.ca_cert or "",
+        "client_cert": credentials.client_cert or "", "client_key": credentials.client_key or "",
+        "verify_tls": credentials.verify_tls, "enabled": enabled,
+    }
 
 
 class NodeFilterForm(forms.Form):

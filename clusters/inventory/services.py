@@ -71,6 +71,8 @@ def cluster_create(
     ca_cert: str = "",
     verify_tls: bool = True,
     enabled: bool = True,
+    client_cert: str = "",
+    client_key: str = "",
 ) -> Cluster:
     """Register a cluster; it is polled at the next beat round."""
     cluster = _validated(
@@ -80,6 +82,8 @@ def cluster_create(
             api_url=api_url,
             token_encrypted=encrypt(token),
             ca_cert_encrypted=encrypt(ca_cert),
+            client_cert_encrypted=encrypt(client_cert),
+            client_key_encrypted=encrypt(client_key),
             verify_tls=verify_tls,
             enabled=enabled,
             state=ClusterState.NEVER_POLLED if enabled else ClusterState.DISABLED,
@@ -99,8 +103,10 @@ def cluster_update(
     ca_cert: str | None = None,
     verify_tls: bool | None = None,
     enabled: bool | None = None,
+    client_cert: str | None = None,
+    client_key: str | None = None,
 ) -> Cluster:
-    """Change a cluster. None keeps a field; an empty `token`/`ca_cert` removes it.
+    """Change a cluster. None keeps a field; an empty credential removes it.
 
     Only fields whose value really changes are saved, so the audit shows real changes.
     """
@@ -121,6 +127,10 @@ def cluster_update(
         put("token_encrypted", encrypt(token))
     if ca_cert is not None and _secret_differs(cluster.ca_cert_encrypted, ca_cert):
         put("ca_cert_encrypted", encrypt(ca_cert))
+    for stored, value in (("client_cert_encrypted", client_cert),
+                          ("client_key_encrypted", client_key)):
+        if value is not None and _secret_differs(getattr(cluster, stored), value):
+            put(stored, encrypt(value))
     if enabled is not None and enabled != cluster.enabled:
         put("enabled", enabled)
         put("state", _enabled_state(cluster) if enabled else ClusterState.DISABLED)
@@ -184,7 +194,8 @@ def credentials_rotate() -> int:
             cluster = Cluster.objects.select_for_update().get(id=cluster_id)
             fields = [
                 field
-                for field in ("token_encrypted", "ca_cert_encrypted")
+                for field in ("token_encrypted", "ca_cert_encrypted", "client_cert_encrypted",
+                              "client_key_encrypted")
                 if not credential_is_current(getattr(cluster, field))
             ]
             for field in fields:

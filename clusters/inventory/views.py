@@ -6,6 +6,7 @@ off and ask for a poll now. Credentials are never rendered back.
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -16,7 +17,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
-from clusters.inventory.forms import ClusterForm, NodeFilterForm
+from clusters.inventory.forms import ClusterForm, KubeconfigClusterForm, NodeFilterForm
 from clusters.inventory.selectors import cluster_get, cluster_jobs, cluster_list, node_list
 from clusters.inventory.services import (
     cluster_create,
@@ -54,7 +55,7 @@ def _back(request: HttpRequest) -> HttpResponse:
     return redirect("clusters:list")
 
 
-def _add_service_errors(form: ClusterForm, error: ApplicationError) -> None:
+def _add_service_errors(form: forms.Form, error: ApplicationError) -> None:
     errors = error.extra.get("errors") or {None: [error.message]}
     for field, texts in errors.items():
         for text in texts:
@@ -95,6 +96,22 @@ def cluster_add_view(request: HttpRequest) -> HttpResponse:
             messages.success(request, _("Cluster %(name)s added.") % {"name": cluster.name})
             return redirect("clusters:detail", name=cluster.name)
     return render(request, "clusters/inventory/cluster_form.html", {"form": form})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def cluster_add_kubeconfig_view(request: HttpRequest) -> HttpResponse:
+    _require_admin(request)
+    form = KubeconfigClusterForm(request.POST or None, request.FILES or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            cluster = cluster_create(**form.create_arguments())
+        except ApplicationError as exc:
+            _add_service_errors(form, exc)
+        else:
+            messages.success(request, _("Cluster %(name)s added.") % {"name": cluster.name})
+            return redirect("clusters:detail", name=cluster.name)
+    return render(request, "clusters/inventory/cluster_kubeconfig_form.html", {"form": form})
 
 
 @login_required

@@ -27,7 +27,12 @@ from clusters.k8s.jobs import (
     get_job,
     list_jobs,
 )
-from clusters.k8s.kubeconfig import credentials_from_kubeconfig
+from clusters.k8s.kubeconfig import (
+    KubeconfigContext,
+    KubeconfigError,
+    credentials_from_kubeconfig,
+    read_context,
+)
 from clusters.k8s.nodes import NodeInfo, iter_node_pages
 from clusters.k8s.pods import (
     DEFAULT_LOG_BYTES,
@@ -57,6 +62,8 @@ __all__ = [
     "EventInfo",
     "Invalid",
     "KubeError",
+    "KubeconfigContext",
+    "KubeconfigError",
     "NodeInfo",
     "NotFound",
     "PodInfo",
@@ -76,5 +83,6 @@ __all__ = [
     "list_jobs",
     "list_pods",
     "list_storage_classes",
+    "read_context",
     "read_pod_log",
 ]

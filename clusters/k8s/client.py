@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,12 +32,15 @@ _CACHE_SIZE = 64
 
 @dataclass(frozen=True)
 class Credentials:
-    """How to reach one cluster's API server. `ca_cert` is PEM text, not a path."""
+    """How to reach one cluster's API server: a bearer token or a client certificate and key
+    (mutual TLS). `ca_cert`, `client_cert` and `client_key` are PEM text, not paths."""
 
     api_url: str
     token: str | None = field(default=None, repr=False)
     ca_cert: str | None = field(default=None, repr=False)
     verify_tls: bool = True
+    client_cert: str | None = field(default=None, repr=False)
+    client_key: str | None = field(default=None, repr=False)
 
 
 class _ClientCache:
@@ -77,7 +83,32 @@ def _build_api_client(credentials: Credentials) -> k8s.ApiClient:
     if credentials.token:
         configuration.api_key = {"authorization": credentials.token}
         configuration.api_key_prefix = {"authorization": "Bearer"}
-    return k8s.ApiClient(configuration)
+    files: list[int] = []
+    if credentials.client_cert and credentials.client_key:
+        configuration.cert_file = _memory_file(credentials.client_cert, files)
+        configuration.key_file = _memory_file(credentials.client_key, files)
+    api_client = k8s.ApiClient(configuration)
+    weakref.finalize(api_client, _close_all, files)
+    return api_client
+
+
+def _memory_file(text: str, opened: list[int]) -> str:
+    """A path to `text` that exists only in this process's memory, never on disk.
+
+    urllib3 loads a client certificate and key from paths, on every new connection; an
+    anonymous memory file (Linux `memfd_create`) stays readable at /proc/self/fd/N for as
+    long as its descriptor is open, which is as long as the client using it lives.
+    """
+    descriptor = os.memfd_create("rlark-client-credential", os.MFD_CLOEXEC)
+    opened.append(descriptor)
+    os.write(descriptor, text.encode("ascii"))
+    return f"/proc/self/fd/{descriptor}"
+
+
+def _close_all(descriptors: list[int]) -> None:
+    for descriptor in descriptors:
+        with contextlib.suppress(OSError):
+            os.close(descriptor)
 
 
 _cache = _ClientCache(_CACHE_SIZE)

@@ -502,7 +502,7 @@ def test_concurrent_calls_share_clients_safely(gpu_a: k8s.Credentials) -> None:
 PEM = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"
 
 
-def _kubeconfig(path: Path, server: str, user: dict[str, str]) -> Path:
+def _kubeconfig(path: Path, server: str, user: dict[str, Any]) -> Path:
     document = {
         "apiVersion": "v1",
         "kind": "Config",
@@ -532,7 +532,7 @@ def test_credentials_from_kubeconfig_reach_the_cluster(
     credentials = k8s.credentials_from_kubeconfig(path=path, context="sim")
 
     assert credentials == k8s.Credentials(
-        api_url=sim.cluster_url("gpu-a"), token="demo-token-gpu-a"
+        api_url=sim.cluster_url("gpu-a"), token="demo-token-gpu-a", ca_cert=PEM
     )
     assert k8s.list_storage_classes(credentials=credentials) == ["local-nvme", "s3-fuse"]
 
@@ -549,10 +549,12 @@ def test_credentials_from_kubeconfig_carry_the_ca_of_https_servers(tmp_path: Pat
     )
 
 
-def test_kubeconfig_client_certificates_are_refused(tmp_path: Path) -> None:
-    key = base64.b64encode(b"not really a key").decode()
-    user = {"client-certificate-data": key, "client-key-data": key}
+def test_kubeconfig_exec_plugin_users_are_refused_without_running_them(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "touch",
+                     "args": [str(marker)]}}
     path = _kubeconfig(tmp_path / "config", "https://k8s.example.com:6443", user)
 
-    with pytest.raises(ValueError, match="client-certificate"):
+    with pytest.raises(ValueError, match="exec are not supported"):
         k8s.credentials_from_kubeconfig(path=path)
+    assert not marker.exists()
