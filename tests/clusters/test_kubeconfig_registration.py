@@ -160,8 +160,8 @@ def test_an_uploaded_kubeconfig_with_a_client_certificate_registers_and_polls(
 def test_a_pasted_token_kubeconfig_reaches_the_simulator(
     admin_client: Client, demo_simulator: InProcessSimulator,
 ) -> None:
-    text = kubeconfig(("sim", demo_simulator.cluster_url("gpu-a"), {"token": "demo-token-gpu-a"}, None),
-                      current="sim")
+    server = demo_simulator.cluster_url("gpu-a")
+    text = kubeconfig(("sim", server, {"token": "demo-token-gpu-a"}, None), current="sim")
     response = admin_client.post("/clusters/add/kubeconfig/", {
         "name": "gpu-a", "kubeconfig": text, "namespace": "rl-gpu-a", "enabled": "on"})
     assert response.status_code == 302
