@@ -19,7 +19,7 @@ from django.utils.translation import gettext
 from clusters.inventory.selectors import device_names
 from clusters.matching import match_many
 from clusters.models import Cluster, ClusterJob, NetworkDomain, StorageClass
-from clusters.verifications.services import verification_views
+from clusters.verifications.selectors import verification_views
 from jobs.core.findings import check, has_errors
 from jobs.core.spec import (
     CheckContext,
@@ -310,7 +310,6 @@ def check_context_for(
         verifications=_verifications_for(team, _verification_pairs(spec)),
         network_domains=_network_domains(),
         taken_names=frozenset({spec.name}) if taken else frozenset(),
-        known_ssh_key_names=frozenset(team_keys),
         unknown_ssh_key_names=unknown,
         **_record_links(spec),
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 
 from rlark_site.tenancy.access import is_platform_admin
@@ -38,8 +38,5 @@ def nav_links(request: HttpRequest) -> dict[str, Any]:
     for name, label, audience in NAV:
         if audience == (MEMBERS if admin else ADMINS):
             continue
-        try:
-            links.append({"url": reverse(name), "label": label, "queue": name == QUEUE})
-        except NoReverseMatch:
-            continue
+        links.append({"url": reverse(name), "label": label, "queue": name == QUEUE})
     return {"nav_links": links}

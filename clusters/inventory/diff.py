@@ -29,7 +29,17 @@ from clusters.types import DEVICE_PREFIX, GPU_RESOURCE
 # Fleets repeat a handful of quantities ("8", "4", ...): parse each text once.
 _count = lru_cache(maxsize=4096)(parse_count)
 
-SeenVersions = Mapping[str, tuple[int, str, bool]]
+
+
+class SeenRow(NamedTuple):
+    """What tells an unchanged node of a stored row: its id, version and whether it is gone."""
+
+    id: int
+    resource_version: str
+    gone: bool
+
+
+SeenVersions = Mapping[str, SeenRow]
 """Every stored row of a cluster by node name: `(id, resource_version, gone)`.
 
 Plain tuples, not named ones: a cluster has thousands of rows, and the garbage
@@ -92,12 +102,12 @@ def node_values(info: NodeInfo, *, namespace: str) -> NodeValues:
     allocatable = info.allocatable
     gpu_quantity = allocatable.get(GPU_RESOURCE)
     return NodeValues(
-        info.name,
-        namespace,
-        info.labels,
-        None if gpu_quantity is None else _count(gpu_quantity),
-        {k: _count(v) for k, v in allocatable.items() if k.startswith(DEVICE_PREFIX)},
-        info.ready,
+        name=info.name,
+        namespace=namespace,
+        labels=info.labels,
+        gpu=None if gpu_quantity is None else _count(gpu_quantity),
+        devices={k: _count(v) for k, v in allocatable.items() if k.startswith(DEVICE_PREFIX)},
+        ready=info.ready,
     )
 
 
@@ -114,8 +124,8 @@ def split_by_version(
     for node in nodes:
         row = seen.get(node.name)
         version = node.resource_version
-        if row is not None and version and row[1] == version and not row[2]:
-            unchanged.append(row[0])
+        if row is not None and version and row.resource_version == version and not row.gone:
+            unchanged.append(row.id)
         else:
             to_compare.append(node)
     return unchanged, to_compare
@@ -124,8 +134,13 @@ def split_by_version(
 def stored_values(row: StoredNode) -> NodeValues:
     """Decode a stored row into comparable values."""
     return NodeValues(
-        row.name, row.namespace, json.loads(row.labels_text), row.gpu,
-        json.loads(row.devices_text), row.ready, row.gone,
+        name=row.name,
+        namespace=row.namespace,
+        labels=json.loads(row.labels_text),
+        gpu=row.gpu,
+        devices=json.loads(row.devices_text),
+        ready=row.ready,
+        gone=row.gone,
     )
 
 

@@ -26,6 +26,7 @@ from django.db.models.functions import Cast
 from clusters.inventory.diff import (
     PageDiff,
     Polled,
+    SeenRow,
     SeenVersions,
     StoredNode,
     diff_page,
@@ -121,7 +122,10 @@ def _seen_versions(cluster: Cluster) -> SeenVersions:
     with connection.cursor() as cursor:
         cursor.execute(_SEEN_SQL, [cluster.id])
         rows = cursor.fetchall()  # at once: iterating the cursor costs a call per row
-    return {name: (row_id, version, gone) for name, row_id, version, gone in rows}
+    return {
+        name: SeenRow(id=row_id, resource_version=version, gone=gone)
+        for name, row_id, version, gone in rows
+    }
 
 
 def _stored_nodes(ids: list[int]) -> dict[str, StoredNode]:
@@ -131,7 +135,8 @@ def _stored_nodes(ids: list[int]) -> dict[str, StoredNode]:
     rows = Node.objects.filter(id__in=ids).annotate(
         labels_text=Cast("labels", TextField()), devices_text=Cast("devices", TextField())
     )
-    return {row[1]: StoredNode(*row) for row in rows.order_by().values_list(*_STORED_FIELDS)}
+    stored = (StoredNode(**row) for row in rows.order_by().values(*_STORED_FIELDS))
+    return {node.name: node for node in stored}
 
 
 def _apply_diff(cluster: Cluster, diff: PageDiff) -> None:
@@ -162,7 +167,7 @@ def _mark_gone(cluster: Cluster, seen: SeenVersions, polled: dict[str, NodeInfo]
     Each keeps as `last_seen` the cluster's last success before this poll: the last time a
     poll listed it.
     """
-    vanished = [row[0] for name, row in seen.items() if not row[2] and name not in polled]
+    vanished = [row.id for name, row in seen.items() if not row.gone and name not in polled]
     if not vanished:
         return 0
     return Node.objects.filter(id__in=vanished).update(
@@ -179,9 +184,12 @@ def sync_nodes(*, cluster: Cluster, nodes: Sequence[NodeInfo], batch_size: int) 
     seen = _seen_versions(cluster)
     polled = _unique_nodes(nodes)
     unchanged_ids, to_compare = split_by_version(polled.values(), seen)
-    stored = _stored_nodes([seen[n.name][0] for n in to_compare if n.name in seen])
+    stored = _stored_nodes([seen[n.name].id for n in to_compare if n.name in seen])
     compared = [
-        Polled(node_values(n, namespace=cluster.namespace), n.resource_version)
+        Polled(
+            values=node_values(n, namespace=cluster.namespace),
+            resource_version=n.resource_version,
+        )
         for n in to_compare
     ]
     for batch in _batches(compared, batch_size):

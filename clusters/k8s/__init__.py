@@ -4,7 +4,7 @@ One keyword-only function per verb, credentials and timeouts passed in,
 failures raised as `KubeError` subclasses, transient read failures retried here.
 """
 
-from clusters.k8s.client import DEFAULT_TIMEOUT, Credentials, close_clients
+from clusters.k8s.client import DEFAULT_TIMEOUT, Credentials
 from clusters.k8s.errors import (
     AlreadyExists,
     BadRequest,
@@ -73,7 +73,6 @@ __all__ = [
     "Unauthorized",
     "Unreachable",
     "backoff_delays",
-    "close_clients",
     "create_job",
     "credentials_from_kubeconfig",
     "delete_job",

@@ -67,12 +67,6 @@ class _ClientCache:
                 self._clients.move_to_end(credentials)
             return api_client
 
-    def clear(self) -> None:
-        with self._lock:
-            for api_client in self._clients.values():
-                api_client.close()
-            self._clients.clear()
-
 
 def _build_api_client(credentials: Credentials) -> k8s.ApiClient:
     configuration = k8s.Configuration(host=credentials.api_url.rstrip("/"))
@@ -117,11 +111,6 @@ _cache = _ClientCache(_CACHE_SIZE)
 def api_client_for(credentials: Credentials) -> k8s.ApiClient:
     """Return the shared `ApiClient` for these credentials."""
     return _cache.get(credentials)
-
-
-def close_clients() -> None:
-    """Close every cached client (for process shutdown and tests)."""
-    _cache.clear()
 
 
 def request_timeout(timeout: float) -> tuple[float, float]:

@@ -51,15 +51,15 @@ def node_info_from_object(node: dict[str, Any]) -> NodeInfo:
     labels = metadata.get("labels") or {}
     allocatable = status.get("allocatable") or {}
     return NodeInfo(
-        str(metadata.get("name", "")),
-        dict(labels) if _is_text(labels) else {str(k): str(v) for k, v in labels.items()},
-        {
+        name=str(metadata.get("name", "")),
+        labels=dict(labels) if _is_text(labels) else {str(k): str(v) for k, v in labels.items()},
+        allocatable={
             str(k): str(v)
             for k, v in allocatable.items()
             if k == GPU_RESOURCE or k.startswith(DEVICE_PREFIX)
         },
-        _is_ready(status.get("conditions") or ()),
-        str(metadata.get("resourceVersion") or ""),
+        ready=_is_ready(status.get("conditions") or ()),
+        resource_version=str(metadata.get("resourceVersion") or ""),
     )
 
 

@@ -5,9 +5,6 @@ inventory poll changes the matched node set. Every transition is an UPDATE of th
 `Verification` row (pghistory records it with the request or task context); decisions are
 claimed with a conditional ``UPDATE ... WHERE state = 'pending'`` so two admins acting at
 once cannot both win.
-
-`verification_view_for` / `verification_views` (reads for the findings context builder) live
-in `selectors` and are re-exported here, where the findings context builder looks for them.
 """
 
 from __future__ import annotations
@@ -26,11 +23,7 @@ from django.utils.translation import gettext as _
 from clusters.matching import match_many, match_selector, parse_selector_input
 from clusters.models import Cluster, Node, Verification, VerificationState
 from clusters.types import DEVICE_PREFIX, MatchedNode, SelectorMatch, node_ref
-from clusters.verifications.selectors import (
-    selector_key_text,
-    verification_view_for,
-    verification_views,
-)
+from clusters.verifications.selectors import selector_key_text
 from rlark_site.exceptions import ApplicationError, NotFoundError
 from rlark_site.findings import new_finding
 from rlark_site.tenancy.access import AnyUser, is_platform_admin, membership_of
@@ -44,8 +37,6 @@ __all__ = [
     "verification_reject",
     "verification_request",
     "verification_request_outcome",
-    "verification_view_for",
-    "verification_views",
     "verifications_follow_inventory",
 ]
 

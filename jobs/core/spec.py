@@ -101,11 +101,6 @@ class RoleSpec:
     def task_name(self) -> str:
         return self.name.lower()
 
-    @property
-    def selector_dict(self) -> dict[str, str]:
-        """The selector as a mapping (the last value wins for a duplicated key)."""
-        return dict(self.selector)
-
 
 @dataclass(frozen=True)
 class JobSpec:
@@ -137,7 +132,6 @@ class CheckContext:
     # network domain name -> the clusters it spans
     network_domains: dict[str, frozenset[str]] = dc_field(default_factory=dict)
     taken_names: frozenset[str] = frozenset()  # other jobs' names and Jobs on any cluster
-    known_ssh_key_names: frozenset[str] = frozenset()
     unknown_ssh_key_names: tuple[str, ...] = ()  # names the draft asks for that the team lacks
     # How the job's two records link to each other (SPEC 7: they reference each other):
     # the launch list the deployment parameters point at, and the deployment parameters that

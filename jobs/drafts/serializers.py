@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.core.validators import ProhibitNullCharactersValidator
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 from django.utils.translation import gettext
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
@@ -244,11 +244,8 @@ class FindingSerializer(serializers.Serializer):
     detail = serializers.DictField()
 
 
-def _url(request: Any, name: str, *args: Any) -> str | None:
-    try:
-        path = reverse(name, args=args)
-    except NoReverseMatch:
-        return None
+def _url(request: Any, name: str, *args: Any) -> str:
+    path = reverse(name, args=args)
     return request.build_absolute_uri(path) if request is not None else path
 
 
@@ -262,7 +259,7 @@ class JobSummarySerializer(serializers.ModelSerializer):
         fields = ["name", "team", "task_type", "state", "wizard_step", "created_by",
                   "created_at", "updated_at", "submitted_at", "url"]
 
-    def get_url(self, job: Job) -> str | None:
+    def get_url(self, job: Job) -> str:
         return _url(self.context.get("request"), "api:job-detail", job.name)
 
 

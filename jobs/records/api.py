@@ -34,6 +34,7 @@ from jobs.records.serializers import (
     RunRecordSummarySerializer,
     SubmitAcceptedSerializer,
 )
+from jobs.records.submission import job_submit
 from rlark_site.exceptions import ApplicationError, validated
 
 _NOT_FOUND = OpenApiResponse(description="missing, or another team's")
@@ -157,7 +158,7 @@ class JobSubmitView(APIView):
     )
     def post(self, request: Request, name: str) -> Response:
         job = job_get_for_user(request.user, name)
-        record = services.job_submit(job=job, user=request.user)
+        record = job_submit(job=job, user=request.user)
         return Response(
             {"state": JobState.QUEUED, "run_record": record.job_name},
             status=status.HTTP_202_ACCEPTED,

@@ -1,9 +1,8 @@
 """Writes for launch lists, deployment parameters and the lifecycle of submitted jobs.
 
-Submission itself lives in `jobs.records.submission` (`job_submit` is re-exported here, the
-one name the wizard and the API call). Every service checks only what the caller's shape
-check cannot: that referenced records belong to the same team, that the two records link
-each other one-to-one, and that a lifecycle step fits the job's state.
+Submission itself lives in `jobs.records.submission`. Every service checks only what the
+caller's shape check cannot: that referenced records belong to the same team, that the two
+records link each other one-to-one, and that a lifecycle step fits the job's state.
 """
 
 from __future__ import annotations
@@ -32,7 +31,6 @@ from jobs.models import (
 )
 from jobs.records import conf
 from jobs.records.checklist import ANSWERS, checklist_codes
-from jobs.records.submission import job_submit
 from rlark_site.exceptions import ApplicationError
 from rlark_site.tenancy.models import Team
 
@@ -43,7 +41,6 @@ __all__ = [
     "deployment_parameters_update",
     "first_run_check_record",
     "job_cancel",
-    "job_submit",
     "launch_list_create",
     "launch_list_update",
     "run_record_clone",

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.http import Http404, HttpRequest
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 from django.utils.translation import gettext as _
 
 from jobs.drafts.selectors import job_get_for_user
@@ -18,7 +18,6 @@ __all__ = [
     "error_view",
     "job_page_url",
     "load_job",
-    "optional_url",
     "refusal_findings",
     "run_record_url",
     "step_url",
@@ -45,33 +44,14 @@ def step_url(name: str, step: int, role: int | None = None) -> str:
     return url
 
 
-def optional_url(route: str) -> str:
-    """The URL of a page another part of RLark may provide; "" while it does not exist."""
-    try:
-        return reverse(route)
-    except NoReverseMatch:
-        return ""
-
-
 def job_page_url(name: str) -> str:
-    """The page of a submitted job (status, first-run check); its run record otherwise."""
-    try:
-        return reverse("jobs:job-detail", kwargs={"name": name})
-    except NoReverseMatch:
-        return run_record_url(name)
+    """The page of a submitted job (status, first-run check)."""
+    return reverse("jobs:job-detail", kwargs={"name": name})
 
 
 def run_record_url(name: str) -> str:
-    """The run record page of a submitted job (the lookup page when no direct page exists)."""
-    for route, kwargs, query in (
-        ("jobs:run-record", {"name": name}, ""),
-        ("jobs:run-record-lookup", {}, f"?name={name}"),
-    ):
-        try:
-            return reverse(route, kwargs=kwargs) + query
-        except NoReverseMatch:
-            continue
-    return reverse("jobs:list")
+    """The run record page of a submitted job."""
+    return reverse("jobs:run-record", kwargs={"name": name})
 
 
 def error_view(*, code: str, message: str, field: str | None) -> FindingView:

@@ -17,13 +17,12 @@ from jobs.core.render import Manifest, build_manifest
 from jobs.core.spec import TASK_TYPES
 from jobs.drafts.services import job_create, job_preview, job_update
 from jobs.models import Job, TaskType
-from jobs.records.services import job_submit
+from jobs.records.submission import job_submit
 from jobs.wizard.bodies import any_configured, initial_role_names, role_bodies
 from jobs.wizard.common import (
     error_view,
     form_error_views,
     job_page_url,
-    optional_url,
     refusal_findings,
     step_url,
 )
@@ -305,8 +304,8 @@ def _render_common(request: HttpRequest, *, job: Job, values: CommonValues,
         "role_names": [role.name for role in job.roles.all()],
         "domains": network_domain_names(), "records": records,
         "unknown_keys": [k for k in values.ssh_keys if k not in known_keys],
-        "launch_lists_url": optional_url("jobs:launch-lists"),
-        "deployment_parameters_url": optional_url("jobs:deployment-parameters"),
+        "launch_lists_url": reverse("jobs:launch-lists"),
+        "deployment_parameters_url": reverse("jobs:deployment-parameters"),
         "action_url": step_url(job.name, STEP_COMMON),
     }, status=status)
 

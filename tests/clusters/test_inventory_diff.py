@@ -7,6 +7,7 @@ import json
 from clusters.inventory.diff import (
     NodeValues,
     Polled,
+    SeenRow,
     StoredNode,
     diff_page,
     node_values,
@@ -52,7 +53,7 @@ def test_an_unparseable_count_is_kept_as_none() -> None:
 
 def test_a_node_polled_at_its_stored_version_needs_no_comparison() -> None:
     nodes = [info("n1", version="v1"), info("n2", version="v9"), info("n3", version="v1")]
-    seen = {"n1": (7, "v1", False), "n2": (8, "v1", False)}
+    seen = {"n1": SeenRow(7, "v1", False), "n2": SeenRow(8, "v1", False)}
 
     unchanged, to_compare = split_by_version(nodes, seen)
 
@@ -61,7 +62,7 @@ def test_a_node_polled_at_its_stored_version_needs_no_comparison() -> None:
 
 def test_a_node_without_a_version_or_with_a_gone_row_is_always_compared() -> None:
     nodes = [info("n1", version=""), info("n2", version="v1")]
-    seen = {"n1": (7, "", False), "n2": (8, "v1", True)}
+    seen = {"n1": SeenRow(7, "", False), "n2": SeenRow(8, "v1", True)}
 
     unchanged, to_compare = split_by_version(nodes, seen)
 

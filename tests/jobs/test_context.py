@@ -75,7 +75,6 @@ def test_spec_keeps_values_as_typed_and_resolves_ssh_keys(team: Team, owner: Any
     assert spec.team == "vision-rl"
     ctx = check_context_for(spec, team=team, exclude_job_id=job.pk, ssh_key_names=["alice", "bob"])
     assert ctx.unknown_ssh_key_names == ("bob",)
-    assert ctx.known_ssh_key_names == {"alice"}
 
 
 def test_cluster_facts_list_storage_classes_and_devices_of_present_nodes(

@@ -11,8 +11,9 @@ from django.utils.html import escape
 from jobs.drafts.services import job_update
 from jobs.models import DeploymentParameters, FirstRunCheck, Job, JobState, LaunchList, RunRecord
 from jobs.records.checklist import CHECKLIST
-from jobs.records.services import job_submit, run_record_clone
+from jobs.records.services import run_record_clone
 from jobs.records.status import sync_submitted_jobs
+from jobs.records.submission import job_submit
 from jobs.tasks import submit_run_record
 from rlark_site.tenancy.models import Team
 from tests.jobs.records_support import POOL_SELECTOR, register_fleet, submittable_job

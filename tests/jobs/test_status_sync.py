@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from jobs.models import Job, JobState, RunRecord
-from jobs.records.services import job_submit
 from jobs.records.status import sync_submitted_jobs
+from jobs.records.submission import job_submit
 from jobs.tasks import submit_run_record
 from jobs.tasks import sync_submitted_jobs as sync_task
 from rlark_site.tenancy.models import Team

@@ -15,7 +15,7 @@ from django.db import transaction
 from clusters.k8s import create_job, list_jobs
 from clusters.models import Cluster
 from jobs.models import AttemptOutcome, Job, JobState, RunRecord, SubmissionState
-from jobs.records.services import job_submit
+from jobs.records.submission import job_submit
 from jobs.tasks import submit_run_record
 from rlark_site.tenancy.models import Team
 from tests.jobs.records_support import register_fleet, submittable_job

@@ -28,8 +28,7 @@ from psycopg.conninfo import make_conninfo
 from clusters.k8s import list_jobs
 from clusters.simulator.testing import DEMO_FLEET_PATH, start_simulator_process
 from jobs.models import AttemptOutcome, JobState, RunRecord, SubmissionAttempt, SubmissionState
-from jobs.records.services import job_submit
-from jobs.records.submission import stalled_run_record_ids
+from jobs.records.submission import job_submit, stalled_run_record_ids
 from jobs.tasks import resume_stalled_submissions
 from rlark_site.tenancy.models import Team
 from tests.jobs.records_support import register_fleet, submittable_job
