@@ -296,8 +296,11 @@ def main() -> None:
     import django
 
     django.setup()
-    with scratch_database():
-        figures = run(arguments)
+    with scratch_database():  # the figures are printed before the scratch database goes
+        report(arguments, run(arguments))
+
+
+def report(arguments: argparse.Namespace, figures: list[Figures]) -> None:
     simulator_where = "this process" if arguments.in_process else "a child process"
     print(f"inventory sync: 1 cluster, {arguments.nodes} nodes, page size "
           f"{arguments.page_size}, simulator in {simulator_where}, {os.cpu_count()} CPUs, "

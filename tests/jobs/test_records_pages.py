@@ -28,7 +28,7 @@ def quick_calls(settings: Any) -> None:
 
 
 @pytest.fixture
-def browser(client: Client, owner: Any) -> Client:
+def owner_web(client: Client, owner: Any) -> Client:
     client.force_login(owner)
     return client
 
@@ -60,9 +60,9 @@ def submitted(
 # --- launch lists and deployment parameters ---------------------------------------------------
 
 
-def test_a_launch_list_is_created_and_edited_in_pages(browser: Client, team: Team) -> None:
-    assert "no launch lists yet" in page(browser, "/jobs/launch-lists/")
-    response = browser.post(
+def test_a_launch_list_is_created_and_edited_in_pages(owner_web: Client, team: Team) -> None:
+    assert "no launch lists yet" in page(owner_web, "/jobs/launch-lists/")
+    response = owner_web.post(
         "/jobs/launch-lists/new/",
         {
             "title": "PPO first run",
@@ -78,13 +78,13 @@ def test_a_launch_list_is_created_and_edited_in_pages(browser: Client, team: Tea
         {"signal": "reward mean", "where": "Head Task log", "within_minutes": 20},
         {"signal": "first checkpoint", "where": "/mnt/ckpt", "within_minutes": None},
     ]
-    edit = page(browser, f"/jobs/launch-lists/{launch_list.pk}/")
+    edit = page(owner_web, f"/jobs/launch-lists/{launch_list.pk}/")
     assert "reward mean | Head Task log | 20" in edit
-    assert "PPO first run" in page(browser, "/jobs/launch-lists/")
+    assert "PPO first run" in page(owner_web, "/jobs/launch-lists/")
 
 
-def test_a_malformed_signal_line_is_shown_next_to_the_field(browser: Client) -> None:
-    response = browser.post(
+def test_a_malformed_signal_line_is_shown_next_to_the_field(owner_web: Client) -> None:
+    response = owner_web.post(
         "/jobs/launch-lists/new/",
         {
             "title": "t",
@@ -97,8 +97,8 @@ def test_a_malformed_signal_line_is_shown_next_to_the_field(browser: Client) -> 
 
 
 @pytest.mark.parametrize("line", ["reward mean in the log", "reward mean |  | 20", " | log"])
-def test_a_signal_line_without_what_and_where_is_refused(browser: Client, line: str) -> None:
-    response = browser.post("/jobs/launch-lists/new/", {"title": "t", "expected_signals": line})
+def test_a_signal_line_without_what_and_where_is_refused(owner_web: Client, line: str) -> None:
+    response = owner_web.post("/jobs/launch-lists/new/", {"title": "t", "expected_signals": line})
     assert response.status_code == 200
     assert "Line 1: write “what | where | minutes” (what and where are required" in (
         response.content.decode())
@@ -106,10 +106,10 @@ def test_a_signal_line_without_what_and_where_is_refused(browser: Client, line: 
 
 
 def test_deployment_parameters_take_yaml_roles_and_link_the_launch_list(
-    browser: Client, team: Team, owner: Any
+    owner_web: Client, team: Team, owner: Any
 ) -> None:
     launch_list = LaunchList.objects.create(team=team, title="ll", created_by=owner)
-    response = browser.post(
+    response = owner_web.post(
         "/jobs/deployment-parameters/new/",
         {
             "title": "placement",
@@ -122,12 +122,12 @@ def test_deployment_parameters_take_yaml_roles_and_link_the_launch_list(
     params = DeploymentParameters.objects.get()
     assert params.launch_list == launch_list
     assert params.roles[0]["selector"] == {"kubernetes.io/hostname": "a-head-01"}
-    listing = page(browser, "/jobs/deployment-parameters/")
+    listing = page(owner_web, "/jobs/deployment-parameters/")
     assert "placement" in listing and "ll" in listing
 
 
-def test_broken_yaml_roles_are_reported_not_saved(browser: Client) -> None:
-    response = browser.post(
+def test_broken_yaml_roles_are_reported_not_saved(owner_web: Client) -> None:
+    response = owner_web.post(
         "/jobs/deployment-parameters/new/",
         {
             "title": "p",
@@ -140,17 +140,17 @@ def test_broken_yaml_roles_are_reported_not_saved(browser: Client) -> None:
 
 
 def test_fill_from_job_draft_in_the_page(
-    browser: Client, team: Team, owner: Any, admin_user: Any, demo_simulator: Any
+    owner_web: Client, team: Team, owner: Any, admin_user: Any, demo_simulator: Any
 ) -> None:
     register_fleet(demo_simulator)
     job = submittable_job(team=team, owner=owner, admin=admin_user)
     params = DeploymentParameters.objects.create(team=team, title="empty", created_by=owner)
-    response = browser.post(f"/jobs/deployment-parameters/{params.pk}/fill/", {"job": job.name})
+    response = owner_web.post(f"/jobs/deployment-parameters/{params.pk}/fill/", {"job": job.name})
     assert response.status_code == 302
     params.refresh_from_db()
     assert [r["role"] for r in params.roles] == ["Actor", "Rollout"]
     assert params.verifications.count() == 2
-    assert "a-head-01" in page(browser, f"/jobs/deployment-parameters/{params.pk}/")
+    assert "a-head-01" in page(owner_web, f"/jobs/deployment-parameters/{params.pk}/")
 
 
 def test_another_teams_records_answer_404_in_pages(
@@ -173,7 +173,7 @@ def test_another_teams_records_answer_404_in_pages(
 
 
 def test_the_job_page_shows_the_pending_flag_with_the_reason(
-    browser: Client,
+    owner_web: Client,
     demo_simulator: Any,
     team: Team,
     owner: Any,
@@ -192,7 +192,7 @@ def test_the_job_page_shows_the_pending_flag_with_the_reason(
     demo_simulator.tick()
     settings.RLARK_PENDING_DEADLINE = 0
     sync_submitted_jobs()
-    html = page(browser, f"/jobs/job/{record.job_name}/")
+    html = page(owner_web, f"/jobs/job/{record.job_name}/")
     assert "Pending too long" in html
     assert "Unschedulable" in html
     assert "needs 12 ready node(s)" in html
@@ -201,7 +201,7 @@ def test_the_job_page_shows_the_pending_flag_with_the_reason(
 
 
 def test_the_first_run_check_form_stores_a_no_with_the_checklist(
-    browser: Client,
+    owner_web: Client,
     demo_simulator: Any,
     team: Team,
     owner: Any,
@@ -212,10 +212,10 @@ def test_the_first_run_check_form_stores_a_no_with_the_checklist(
     sync_submitted_jobs()
     demo_simulator.tick()
     sync_submitted_jobs()
-    html = page(browser, f"/jobs/job/{record.job_name}/")
+    html = page(owner_web, f"/jobs/job/{record.job_name}/")
     assert "first rollout batch with reward mean" in html
     assert "First-run troubleshooting checklist" in html
-    response = browser.post(
+    response = owner_web.post(
         f"/jobs/job/{record.job_name}/first-run-check/",
         {
             "observed": "no",
@@ -234,11 +234,11 @@ def test_the_first_run_check_form_stores_a_no_with_the_checklist(
     }
     assert check.troubleshooting["run_script.cd"]["answer"] == "ok"
     assert check.troubleshooting["image.tools"]["answer"] == "unchecked"
-    after = page(browser, f"/jobs/job/{record.job_name}/")
+    after = page(owner_web, f"/jobs/job/{record.job_name}/")
     assert "signal NOT observed" in after
     assert "only the head joined" in after
     _answers_in_the_forms_order(after)
-    _answers_in_the_forms_order(page(browser, f"/jobs/records/{record.job_name}/"))
+    _answers_in_the_forms_order(page(owner_web, f"/jobs/records/{record.job_name}/"))
 
 
 def _answers_in_the_forms_order(html: str) -> None:
@@ -248,7 +248,7 @@ def _answers_in_the_forms_order(html: str) -> None:
 
 
 def test_the_run_record_speaks_chinese_for_what_the_worker_stored(
-    browser: Client,
+    owner_web: Client,
     demo_simulator: Any,
     team: Team,
     owner: Any,
@@ -259,7 +259,7 @@ def test_the_run_record_speaks_chinese_for_what_the_worker_stored(
     sync_submitted_jobs()
     assert record.attempts.get().message == "Created on the cluster."
     assert record.status_changes.filter(phase="Pending").exists()
-    html = browser.get(f"/jobs/records/{record.job_name}/",
+    html = owner_web.get(f"/jobs/records/{record.job_name}/",
                        HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
     assert "<td>Created on the cluster.</td>" not in html  # the audit keeps the stored words
     assert "<td>已在集群上创建。</td>" in html
@@ -268,7 +268,7 @@ def test_the_run_record_speaks_chinese_for_what_the_worker_stored(
 
 
 def test_cancel_from_the_job_page(
-    browser: Client,
+    owner_web: Client,
     demo_simulator: Any,
     team: Team,
     owner: Any,
@@ -276,10 +276,10 @@ def test_cancel_from_the_job_page(
     django_capture_on_commit_callbacks: Any,
 ) -> None:
     record = submitted(demo_simulator, team, owner, admin_user, django_capture_on_commit_callbacks)
-    response = browser.post(f"/jobs/job/{record.job_name}/cancel/")
+    response = owner_web.post(f"/jobs/job/{record.job_name}/cancel/")
     assert response.status_code == 302
     assert Job.objects.get(pk=record.job_id).state == JobState.CANCELLED
-    assert "Cancel job" not in page(browser, f"/jobs/job/{record.job_name}/")
+    assert "Cancel job" not in page(owner_web, f"/jobs/job/{record.job_name}/")
 
 
 def test_the_job_page_of_another_team_answers_404(
@@ -306,7 +306,7 @@ def test_the_job_page_of_another_team_answers_404(
 
 
 def test_the_run_record_page_shows_the_chain_in_order(
-    browser: Client,
+    owner_web: Client,
     demo_simulator: Any,
     team: Team,
     owner: Any,
@@ -315,7 +315,7 @@ def test_the_run_record_page_shows_the_chain_in_order(
 ) -> None:
     record = submitted(demo_simulator, team, owner, admin_user, django_capture_on_commit_callbacks)
     sync_submitted_jobs()
-    html = page(browser, f"/jobs/records/{record.job_name}/")
+    html = page(owner_web, f"/jobs/records/{record.job_name}/")
     sections = [
         "1. Launch list",
         "2. Deployment parameters",
@@ -333,7 +333,7 @@ def test_the_run_record_page_shows_the_chain_in_order(
 
 
 def test_the_run_records_audit_groups_events_by_object_with_field_changes(
-    browser: Client,
+    owner_web: Client,
     demo_simulator: Any,
     team: Team,
     owner: Any,
@@ -349,7 +349,7 @@ def test_the_run_records_audit_groups_events_by_object_with_field_changes(
         for role in job.roles.order_by("position")]})
     with django_capture_on_commit_callbacks(execute=False):
         record = job_submit(job=Job.objects.get(pk=job.pk), user=owner)
-    html = page(browser, f"/jobs/records/{record.job_name}/")
+    html = page(owner_web, f"/jobs/records/{record.job_name}/")
     audit = html[html.index('id="audit"'):]
     assert audit.count(f'data-model="jobs.Role" data-object="{first.pk}"') == 1
     assert "jobs.Role #" in audit and " delete" not in audit
@@ -365,7 +365,7 @@ def _body(role: Any) -> dict[str, Any]:
 
 
 def test_the_lookup_finds_a_record_by_name(
-    browser: Client,
+    owner_web: Client,
     stranger: Client,
     demo_simulator: Any,
     team: Team,
@@ -374,10 +374,10 @@ def test_the_lookup_finds_a_record_by_name(
     django_capture_on_commit_callbacks: Any,
 ) -> None:
     record = submitted(demo_simulator, team, owner, admin_user, django_capture_on_commit_callbacks)
-    exact = browser.get("/jobs/records/", {"name": record.job_name})
+    exact = owner_web.get("/jobs/records/", {"name": record.job_name})
     assert exact.status_code == 302
     assert exact["Location"] == f"/jobs/records/{record.job_name}/"
-    assert record.job_name in page(browser, "/jobs/records/", name="ppo")
+    assert record.job_name in page(owner_web, "/jobs/records/", name="ppo")
     assert record.job_name not in page(stranger, "/jobs/records/", name="ppo")
     assert stranger.get("/jobs/records/", {"name": record.job_name}).status_code == 200
     assert stranger.get(f"/jobs/records/{record.job_name}/").status_code == 404
@@ -397,7 +397,7 @@ def test_a_platform_admin_reads_any_run_record(
 
 
 def test_clone_and_diff_from_the_run_record_page(
-    browser: Client,
+    owner_web: Client,
     stranger: Client,
     demo_simulator: Any,
     team: Team,
@@ -410,15 +410,15 @@ def test_clone_and_diff_from_the_run_record_page(
         stranger.post(f"/jobs/records/{record.job_name}/clone/", {"name": "stolen"}).status_code
         == 404
     )
-    response = browser.post(f"/jobs/records/{record.job_name}/clone/", {"name": "ppo-run-2"})
+    response = owner_web.post(f"/jobs/records/{record.job_name}/clone/", {"name": "ppo-run-2"})
     assert response.status_code == 302
     assert response["Location"] == "/jobs/wizard/ppo-run-2/step-1/"  # not a bare page of "—"
-    assert browser.get("/jobs/job/ppo-run-2/")["Location"] == "/jobs/wizard/ppo-run-2/"
+    assert owner_web.get("/jobs/job/ppo-run-2/")["Location"] == "/jobs/wizard/ppo-run-2/"
     clone = Job.objects.get(name="ppo-run-2")
     assert clone.state == JobState.DRAFT
     with django_capture_on_commit_callbacks(execute=False):
         job_submit(job=clone, user=owner)
-    html = page(browser, "/jobs/records/ppo-run-2/diff/", against=record.job_name, raw="1")
+    html = page(owner_web, "/jobs/records/ppo-run-2/diff/", against=record.job_name, raw="1")
     assert '<span class="del">-  name: ppo-run</span>' in html
     assert '<span class="add">+  name: ppo-run-2</span>' in html
     assert (
@@ -428,7 +428,7 @@ def test_clone_and_diff_from_the_run_record_page(
 
 
 def test_the_diff_of_a_clone_changing_only_gpus_and_the_name_lists_exactly_the_gpu_change(
-    browser: Client,
+    owner_web: Client,
     demo_simulator: Any,
     team: Team,
     owner: Any,
@@ -442,22 +442,22 @@ def test_the_diff_of_a_clone_changing_only_gpus_and_the_name_lists_exactly_the_g
         for role in clone.roles.order_by("position")]})
     with django_capture_on_commit_callbacks(execute=False):
         job_submit(job=Job.objects.get(pk=clone.pk), user=owner)
-    body = browser.get("/api/v1/run-records/ppo-run-gpus/diff/",
+    body = owner_web.get("/api/v1/run-records/ppo-run-gpus/diff/",
                        {"against": record.job_name}).json()
     assert body["changes"] == {"job": [], "roles": [{
         "role": "actor", "change": "changed",
         "fields": [{"field": "gpus", "from": "8", "to": "4", "lines": []}],
     }]}
     assert "-  name: ppo-run" in body["diff"]  # the raw diff still has the name's lines
-    html = page(browser, "/jobs/records/ppo-run-gpus/diff/", against=record.job_name)
+    html = page(owner_web, "/jobs/records/ppo-run-gpus/diff/", against=record.job_name)
     assert html.count('<tr data-field="') == 1 and '<tr data-field="gpus">' in html
     assert 'id="diff-raw" href="?against=ppo-run&amp;raw=1"' in html
-    raw = page(browser, "/jobs/records/ppo-run-gpus/diff/", against=record.job_name, raw="1")
+    raw = page(owner_web, "/jobs/records/ppo-run-gpus/diff/", against=record.job_name, raw="1")
     assert '<span class="add">+  name: ppo-run-gpus</span>' in raw
 
 
 def test_cloning_under_a_taken_name_shows_the_refusal(
-    browser: Client,
+    owner_web: Client,
     demo_simulator: Any,
     team: Team,
     owner: Any,
@@ -465,6 +465,6 @@ def test_cloning_under_a_taken_name_shows_the_refusal(
     django_capture_on_commit_callbacks: Any,
 ) -> None:
     record = submitted(demo_simulator, team, owner, admin_user, django_capture_on_commit_callbacks)
-    response = browser.post(f"/jobs/records/{record.job_name}/clone/", {"name": record.job_name})
+    response = owner_web.post(f"/jobs/records/{record.job_name}/clone/", {"name": record.job_name})
     assert response.status_code == 400
     assert "already taken" in response.content.decode()
