@@ -12,7 +12,7 @@ findings engine's output. A few answers add context keys (for example `state` on
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -51,6 +51,23 @@ class AdminOnlyError(ApplicationError):
     """Only platform admins may do this (403: the route is public knowledge; no data leaks)."""
 
     status_code: int = status.HTTP_403_FORBIDDEN
+
+
+class DomainErrorMiddleware:
+    """The one mapping of domain errors raised in pages: NotFoundError -> the 404 page,
+    AdminOnlyError -> the 403 page (the API's handler maps them for DRF views)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> None:
+        if isinstance(exception, NotFoundError):
+            raise Http404(exception.message) from exception
+        if isinstance(exception, AdminOnlyError):
+            raise PermissionDenied(exception.message) from exception
 
 
 def error_body(detail: str, **extra: Any) -> dict[str, Any]:

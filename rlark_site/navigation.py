@@ -27,6 +27,7 @@ NAV = [
     ("clusters:list", _("Clusters"), ALL),
     ("jobs:help-glossary", _("Glossary"), ALL),
     ("swagger-ui", _("API"), ALL),
+    ("tokens", _("API tokens"), ALL),
 ]
 
 

@@ -10,6 +10,9 @@ from rlark_site.tenancy import api as tenancy_api
 
 api_v1: list[URLPattern | URLResolver] = [
     path("auth/token/", tenancy_api.TokenView.as_view(), name="api-token"),
+    path("auth/tokens/", tenancy_api.TokensView.as_view(), name="api-tokens"),
+    path("auth/tokens/<int:token_id>/", tenancy_api.TokenDetailView.as_view(),
+         name="api-token-detail"),
     path("teams/", tenancy_api.TeamsView.as_view(), name="api-teams"),
     path("teams/<slug:slug>/members/", tenancy_api.TeamMembersView.as_view(), name="api-members"),
     path("", include("clusters.api_urls")),
@@ -21,6 +24,8 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("team/switch/", views.switch_team, name="switch-team"),
+    path("account/tokens/", views.tokens, name="tokens"),
+    path("account/tokens/<int:token_id>/revoke/", views.token_revoke_view, name="token-revoke"),
     path("i18n/", include("django.conf.urls.i18n")),
     path("health/live", health.live, name="health-live"),
     path("health/ready", health.ready, name="health-ready"),

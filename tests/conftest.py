@@ -4,6 +4,7 @@ team, and a platform admin, so every view test can also prove cross-tenant denia
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +13,9 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test.utils import override_settings
 from django.utils import translation
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from rlark_site.tenancy.models import MemberRole, Membership, Team
+from rlark_site.tenancy.models import ApiToken, MemberRole, Membership, Team
 
 User = get_user_model()
 REPO = Path(__file__).resolve().parent.parent
@@ -79,12 +79,13 @@ def admin_user(db: None) -> Any:
 
 @pytest.fixture
 def api_client_for() -> Callable[[Any], APIClient]:
-    """An API client authenticated with the given user's token."""
+    """An API client authenticated with a new API token (django-rest-knox) of the given user."""
 
     def build(user: Any) -> APIClient:
         client = APIClient()
-        token, _ = Token.objects.get_or_create(user=user)
-        client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+        _token, secret = ApiToken.objects.create(user=user, expiry=timedelta(days=1),
+                                                 name="tests")
+        client.credentials(HTTP_AUTHORIZATION=f"Token {secret}")
         return client
 
     return build

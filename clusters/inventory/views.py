@@ -9,9 +9,8 @@ from __future__ import annotations
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
@@ -26,23 +25,15 @@ from clusters.inventory.services import (
     cluster_update,
 )
 from clusters.models import Cluster, Node
-from rlark_site.exceptions import ApplicationError, NotFoundError
-from rlark_site.tenancy.access import is_platform_admin
+from rlark_site.exceptions import ApplicationError
+from rlark_site.tenancy.access import is_platform_admin, require_platform_admin
 
 NODES_PER_PAGE = 100
 JOBS_SHOWN = 200
 
 
-def _require_admin(request: HttpRequest) -> None:
-    if not is_platform_admin(request.user):
-        raise PermissionDenied(_("Only platform admins manage clusters."))
-
-
 def _cluster(request: HttpRequest, name: str) -> Cluster:
-    try:
-        return cluster_get(user=request.user, name=name)
-    except NotFoundError as exc:
-        raise Http404(exc.message) from exc
+    return cluster_get(user=request.user, name=name)
 
 
 def _back(request: HttpRequest) -> HttpResponse:
@@ -85,7 +76,7 @@ def cluster_detail_view(request: HttpRequest, name: str) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def cluster_add_view(request: HttpRequest) -> HttpResponse:
-    _require_admin(request)
+    require_platform_admin(request.user)
     form = ClusterForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
@@ -117,7 +108,7 @@ def cluster_add_kubeconfig_view(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def cluster_edit_view(request: HttpRequest, name: str) -> HttpResponse:
-    _require_admin(request)
+    require_platform_admin(request.user)
     cluster = _cluster(request, name)
     form = ClusterForm(request.POST or None, cluster=cluster)
     if request.method == "POST" and form.is_valid():
@@ -136,7 +127,7 @@ def cluster_edit_view(request: HttpRequest, name: str) -> HttpResponse:
 @login_required
 @require_POST
 def cluster_enabled_view(request: HttpRequest, name: str) -> HttpResponse:
-    _require_admin(request)
+    require_platform_admin(request.user)
     cluster = _cluster(request, name)
     enabled = request.POST.get("enabled") == "1"
     cluster_set_enabled(cluster=cluster, enabled=enabled)
@@ -148,7 +139,7 @@ def cluster_enabled_view(request: HttpRequest, name: str) -> HttpResponse:
 @login_required
 @require_POST
 def cluster_poll_view(request: HttpRequest, name: str) -> HttpResponse:
-    _require_admin(request)
+    require_platform_admin(request.user)
     cluster = _cluster(request, name)
     try:
         cluster_poll_request(cluster=cluster)

@@ -37,7 +37,11 @@ from clusters.types import (
 )
 from rlark_site.exceptions import NotFoundError
 from rlark_site.findings import Finding
-from rlark_site.tenancy.access import access_team_object, is_platform_admin, scope_to_member_teams
+from rlark_site.tenancy.access import (
+    access_team_object,
+    require_platform_admin,
+    scope_to_member_teams,
+)
 from rlark_site.tenancy.models import Team
 
 SelectorKey = tuple[tuple[str, str], ...]
@@ -96,9 +100,8 @@ def verification_list(*, user: AnyUser, state: str | None = None, cluster: str |
 
 def verification_queue(*, user: AnyUser, state: str | None = OPEN, cluster: str | None = None,
                        team: str | None = None) -> QuerySet[Verification]:
-    """The admin queue (oldest first); NotFoundError for anyone but platform admins."""
-    if not is_platform_admin(user):
-        raise NotFoundError(_("Page not found."))
+    """The admin queue (oldest first); AdminOnlyError (403) for anyone but platform admins."""
+    require_platform_admin(user)
     return verification_list(user=user, state=state, cluster=cluster, team=team)
 
 

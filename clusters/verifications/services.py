@@ -26,7 +26,12 @@ from clusters.types import DEVICE_PREFIX, MatchedNode, SelectorMatch, node_ref
 from clusters.verifications.selectors import selector_key_text
 from rlark_site.exceptions import ApplicationError, NotFoundError
 from rlark_site.findings import new_finding
-from rlark_site.tenancy.access import AnyUser, is_platform_admin, membership_of
+from rlark_site.tenancy.access import (
+    AnyUser,
+    is_platform_admin,
+    membership_of,
+    require_platform_admin,
+)
 from rlark_site.tenancy.models import Team
 
 __all__ = [
@@ -131,13 +136,6 @@ def _host_paths(value: Sequence[object] | None, *, field: str) -> tuple[str, ...
 def _require_member(user: AnyUser, team: Team) -> None:
     if not is_platform_admin(user) and membership_of(user, team) is None:
         raise NotFoundError(_("Team not found."))
-
-
-def _require_admin(user: AnyUser) -> None:
-    if not is_platform_admin(user):
-        raise ApplicationError(
-            _("Only platform admins decide verifications."), status_code=403
-        )
 
 
 def _involved_clusters(match: SelectorMatch, cluster: Cluster) -> set[str]:
@@ -312,7 +310,7 @@ def verification_approve(
 ) -> Verification:
     """Approve a pending request, optionally confirming GPU/device capacity and host paths
     for the matched nodes. 409 when it is no longer pending (another admin decided first)."""
-    _require_admin(admin)
+    require_platform_admin(admin)
     return _decide(
         verification_id, admin, state=VerificationState.APPROVED, decision_note=note.strip(),
         confirmed_gpu=_count(confirm_gpu, code="gpu.invalid", field="confirm_gpu"),
@@ -324,7 +322,7 @@ def verification_approve(
 def verification_reject(*, verification_id: int, admin: AnyUser,
                         note: str) -> Verification:
     """Reject a pending request; the note (required) tells the team why."""
-    _require_admin(admin)
+    require_platform_admin(admin)
     if not note.strip():
         raise ApplicationError(
             _("Say why the request is rejected."), extra={"field": "note"}, status_code=400

@@ -34,18 +34,13 @@ from clusters.verifications.services import (
     verification_reject,
     verification_request_outcome,
 )
-from rlark_site.exceptions import ApplicationError, NotFoundError
-from rlark_site.tenancy.access import current_team, is_platform_admin
+from rlark_site.exceptions import ApplicationError
+from rlark_site.tenancy.access import current_team, require_platform_admin
 
 PAGE_SIZE = 25
 # Nodes of a snapshot shown on a request's panel, and per page of its node list.
 PANEL_NODES = NodeWindow(limit=20)
 NODES_PER_PAGE = 200
-
-
-def _require_admin(request: HttpRequest) -> None:
-    if not is_platform_admin(request.user):
-        raise Http404(_("Page not found."))
 
 
 def _item(verification: Verification, form: DecisionForm | None = None) -> dict[str, Any]:
@@ -136,7 +131,7 @@ def team_verifications(request: HttpRequest) -> HttpResponse:
 @login_required
 def queue(request: HttpRequest) -> HttpResponse:
     """Platform admins' queue: oldest first, filtered by state, cluster and team."""
-    _require_admin(request)
+    require_platform_admin(request.user)
     filters = QueueFilterForm(request.GET or None)
     verifications = verification_queue(user=request.user, **filters.filters())
     page = Paginator(verifications, PAGE_SIZE).get_page(request.GET.get("page"))
@@ -168,11 +163,8 @@ def _decide(request: HttpRequest, form: DecisionForm) -> str | None:
 @require_POST
 def queue_decide(request: HttpRequest, verification_id: int) -> HttpResponse:
     """Approve or reject one request; answers the re-rendered panel to htmx."""
-    _require_admin(request)
-    try:
-        verification = verification_get(user=request.user, verification_id=verification_id)
-    except NotFoundError as exc:
-        raise Http404(exc.message) from exc
+    require_platform_admin(request.user)
+    verification = verification_get(user=request.user, verification_id=verification_id)
     form = DecisionForm(request.POST, verification=verification)
     error = _decide(request, form) if form.is_valid() else _("Choose approve or reject.")
     if not getattr(request, "htmx", False):

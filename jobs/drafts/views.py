@@ -13,7 +13,7 @@ from jobs.drafts.forms import SSHKeyForm
 from jobs.drafts.selectors import ssh_key_get_for_team, ssh_keys_for_team
 from jobs.drafts.services import ssh_key_create, ssh_key_delete
 from jobs.models import SSHKey
-from rlark_site.exceptions import ApplicationError, NotFoundError
+from rlark_site.exceptions import ApplicationError
 from rlark_site.tenancy.access import current_team
 from rlark_site.tenancy.models import Team
 
@@ -54,10 +54,7 @@ def ssh_keys(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def ssh_key_delete_view(request: HttpRequest, pk: int) -> HttpResponse:
     team = _team(request)
-    try:
-        key = ssh_key_get_for_team(team, pk=pk)
-    except NotFoundError as exc:
-        raise Http404(exc.message) from exc
+    key = ssh_key_get_for_team(team, pk=pk)
     if request.method == "POST":
         ssh_key_delete(key=key)
         messages.success(request, _("SSH key %(name)s deleted.") % {"name": key.name})

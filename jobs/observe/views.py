@@ -17,7 +17,6 @@ from jobs.observe.api import log_options
 from jobs.observe.selectors import attempt_rows, run_record_for_job
 from jobs.observe.states import LIVE_STATES
 from jobs.records import selectors as record_selectors
-from jobs.records.views import not_found_as_404
 from rlark_site.exceptions import ApplicationError
 
 
@@ -27,7 +26,6 @@ def _refresh_seconds() -> int:
 
 @login_required
 @require_GET
-@not_found_as_404
 def job_live(request: HttpRequest, name: str) -> HttpResponse:
     """The pods of each Task and the events, newest first; re-polled every refresh interval."""
     record = run_record_for_job(request.user, name)
@@ -53,7 +51,6 @@ def _marked(text: str, query: str) -> list[tuple[int, str, bool]]:
 
 @login_required
 @require_GET
-@not_found_as_404
 def pod_log(request: HttpRequest, name: str, pod: str) -> HttpResponse:
     """A pod's log: last N lines, previous container, search, follow (polled), download."""
     record = run_record_for_job(request.user, name)
@@ -89,7 +86,6 @@ def pod_log(request: HttpRequest, name: str, pod: str) -> HttpResponse:
 
 @login_required
 @require_GET
-@not_found_as_404
 def record_attempts(request: HttpRequest, name: str) -> HttpResponse:
     """The pod attempts kept in the run record (they outlive the pods)."""
     record = record_selectors.run_record_get_for_user(request.user, name)

@@ -6,8 +6,6 @@ record answers 404 like a missing one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import wraps
 from typing import Any
 
 from django.contrib import messages
@@ -32,24 +30,9 @@ from jobs.records.forms import (
     LaunchListForm,
 )
 from jobs.records.services import CANCELLABLE_STATES
-from rlark_site.exceptions import ApplicationError, NotFoundError
+from rlark_site.exceptions import ApplicationError
 from rlark_site.tenancy.access import current_team
 from rlark_site.tenancy.models import Team
-
-View = Callable[..., HttpResponse]
-
-
-def not_found_as_404(view: View) -> View:
-    """NotFoundError from a selector or service becomes the page's 404."""
-
-    @wraps(view)
-    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        try:
-            return view(request, *args, **kwargs)
-        except NotFoundError as exc:
-            raise Http404(exc.message) from exc
-
-    return wrapped
 
 
 def _team(request: HttpRequest) -> Team:
@@ -113,7 +96,6 @@ def launch_list_create(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-@not_found_as_404
 def launch_list_edit(request: HttpRequest, pk: int) -> HttpResponse:
     record = selectors.launch_list_get_for_user(request.user, pk)
     form = LaunchListForm(
@@ -180,7 +162,6 @@ def _job_drafts(request: HttpRequest, team: Team) -> QuerySet[Job]:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-@not_found_as_404
 def deployment_parameters_edit(request: HttpRequest, pk: int) -> HttpResponse:
     record = selectors.deployment_parameters_get_for_user(request.user, pk)
     form = _parameters_form(request, record.team,
@@ -205,7 +186,6 @@ def deployment_parameters_edit(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-@not_found_as_404
 def deployment_parameters_fill(request: HttpRequest, pk: int) -> HttpResponse:
     record = selectors.deployment_parameters_get_for_user(request.user, pk)
     form = FillFromJobForm(request.POST, jobs=_job_drafts(request, record.team))
@@ -227,7 +207,6 @@ def _seen_running(record: RunRecord | None) -> bool:
 
 @login_required
 @require_GET
-@not_found_as_404
 def job_detail(request: HttpRequest, name: str) -> HttpResponse:
     job = job_get_for_user(request.user, name)
     if job.state == JobState.DRAFT:  # a draft has no status or record yet: its page is the wizard
@@ -251,7 +230,6 @@ def job_detail(request: HttpRequest, name: str) -> HttpResponse:
 
 @login_required
 @require_POST
-@not_found_as_404
 def job_cancel(request: HttpRequest, name: str) -> HttpResponse:
     job = job_get_for_user(request.user, name)
     try:
@@ -266,7 +244,6 @@ def job_cancel(request: HttpRequest, name: str) -> HttpResponse:
 
 @login_required
 @require_POST
-@not_found_as_404
 def first_run_check(request: HttpRequest, name: str) -> HttpResponse:
     job = job_get_for_user(request.user, name)
     form = FirstRunCheckForm(request.POST)
@@ -314,7 +291,6 @@ def _record_context(request: HttpRequest, record: RunRecord) -> dict[str, Any]:
 
 @login_required
 @require_GET
-@not_found_as_404
 def run_record(request: HttpRequest, name: str) -> HttpResponse:
     record = selectors.run_record_get_for_user(request.user, name)
     return render(request, "jobs/records/run_record.html", _record_context(request, record))
@@ -322,7 +298,6 @@ def run_record(request: HttpRequest, name: str) -> HttpResponse:
 
 @login_required
 @require_POST
-@not_found_as_404
 def run_record_clone(request: HttpRequest, name: str) -> HttpResponse:
     record = selectors.run_record_get_for_user(request.user, name)
     job_get_for_user(request.user, record.job_name)  # admins read records; teams clone
@@ -344,7 +319,6 @@ def run_record_clone(request: HttpRequest, name: str) -> HttpResponse:
 
 @login_required
 @require_GET
-@not_found_as_404
 def run_record_diff(request: HttpRequest, name: str) -> HttpResponse:
     record = selectors.run_record_get_for_user(request.user, name)
     against = request.GET.get("against", "")

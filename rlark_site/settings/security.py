@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.core.exceptions import ImproperlyConfigured
 
-from rlark_site.conf import STATE_DIR, env_bool, env_list, env_str
+from rlark_site.conf import STATE_DIR, env_bool, env_int, env_list, env_str
 from rlark_site.settings.base import DEBUG
 
 SECRET_KEY = env_str("SECRET_KEY")
@@ -25,3 +27,31 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 RLARK_STATE_DIR = STATE_DIR
+
+# Every path that sets a password (account creation by a platform admin, the Django admin,
+# `manage.py create_account`, `changepassword`) applies these.
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": env_int("RLARK_PASSWORD_MIN_LENGTH", 10)},
+    },
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+# Login protection (django-axes): after RLARK_LOGIN_FAILURE_LIMIT failures an account is locked
+# for RLARK_LOGIN_COOLOFF_MINUTES, counted per username and per username + address, never per
+# address alone (many people share one company proxy). Unlock: Django admin -> Axes -> Access
+# attempts (delete), or `manage.py axes_reset_username NAME`.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("RLARK_LOGIN_FAILURE_LIMIT", 10)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("RLARK_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = ["username", ["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "rlark_site.tenancy.accounts.lockout_response"
+AXES_IPWARE_PROXY_COUNT = env_int("RLARK_TRUSTED_PROXY_COUNT", 0) or None
+AXES_VERBOSE = False

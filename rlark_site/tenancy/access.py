@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from django.db.models import Model, QuerySet
 from django.utils.translation import gettext as _
 
-from rlark_site.exceptions import NotFoundError
+from rlark_site.exceptions import AdminOnlyError, NotFoundError
 from rlark_site.tenancy.models import MemberRole, Membership, Team
 
 M = TypeVar("M", bound=Model)
@@ -19,6 +19,16 @@ AnyUser = Any  # a User or AnonymousUser (django-stubs types request.user loosel
 
 def is_platform_admin(user: AnyUser) -> bool:
     return bool(user.is_authenticated and getattr(user, "is_staff", False))
+
+
+def require_platform_admin(user: AnyUser) -> None:
+    """The one check for admin-only work: 403 (AdminOnlyError) in pages and API alike.
+
+    403, not 404: which routes are admin-only is public (docs/api.md), and refusing them tells
+    nothing about any team's data; tenant-owned objects keep answering 404.
+    """
+    if not is_platform_admin(user):
+        raise AdminOnlyError(_("Only platform admins may do this."))
 
 
 def teams_for_user(user: AnyUser) -> QuerySet[Team]:

@@ -1,51 +1,117 @@
 from __future__ import annotations
 
+import hashlib
+from typing import Any
+
 from django.contrib.auth import authenticate
 from django.utils.translation import gettext as _
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
-from rest_framework.authtoken.models import Token
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.throttling import AnonRateThrottle, SimpleRateThrottle
 from rest_framework.views import APIView
 
-from rlark_site.exceptions import ApplicationError
+from rlark_site.exceptions import ApplicationError, validated
 from rlark_site.tenancy.access import (
     access_team,
     can_manage_members,
-    is_platform_admin,
+    require_platform_admin,
     visible_teams,
 )
-from rlark_site.tenancy.models import MemberRole, Membership, Team
+from rlark_site.tenancy.accounts import lockout_message, token_create, token_revoke, tokens_of
+from rlark_site.tenancy.models import ApiToken, MemberRole, Membership, Team
 from rlark_site.tenancy.services import member_add, team_create
+from rlark_site.validators import no_control_characters
+
+
+class UsernameRateThrottle(SimpleRateThrottle):
+    """`auth` rate per username tried (never per address: many people share one proxy)."""
+
+    scope = "auth"
+
+    def get_cache_key(self, request: Request, view: Any) -> str | None:
+        username = request.data.get("username") if isinstance(request.data, dict) else None
+        if not isinstance(username, str) or not username:
+            return None
+        ident = hashlib.sha256(username.strip().lower().encode()).hexdigest()
+        return self.cache_format % {"scope": self.scope, "ident": ident}
 
 
 class TokenRequestSerializer(serializers.Serializer):
-    username = serializers.CharField()
-    password = serializers.CharField(style={"input_type": "password"})
+    username = serializers.CharField(max_length=150)
+    password = serializers.CharField(max_length=4096, style={"input_type": "password"})
+    name = serializers.CharField(max_length=100, default="api", validators=[no_control_characters])
+    expires_in_days = serializers.IntegerField(required=False, min_value=1, max_value=3650)
+
+
+class TokenCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100, validators=[no_control_characters])
+    expires_in_days = serializers.IntegerField(required=False, min_value=1, max_value=3650)
+
+
+class TokenSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ApiToken
+        fields = ["id", "name", "token_key", "created", "expiry"]
+
+
+class NewTokenSerializer(TokenSerializer):
+    token = serializers.CharField(help_text=_("the secret: shown once, stored only as a hash"))
+
+    class Meta(TokenSerializer.Meta):
+        fields = [*TokenSerializer.Meta.fields, "token"]
+
+
+def _new_token_body(token: ApiToken, secret: str) -> dict[str, Any]:
+    body: dict[str, Any] = TokenSerializer(token).data
+    return {**body, "token": secret}
 
 
 class TokenView(APIView):
+    """Username and password in, a new named, expiring token out (throttled, lockout-guarded)."""
+
     permission_classes = [AllowAny]
     authentication_classes: list[type] = []
+    throttle_classes = [UsernameRateThrottle, AnonRateThrottle]
 
-    @extend_schema(
-        request=TokenRequestSerializer,
-        responses=inline_serializer("Token", {"token": serializers.CharField()}),
-    )
+    @extend_schema(request=TokenRequestSerializer, responses={201: NewTokenSerializer})
     def post(self, request: Request) -> Response:
-        data = TokenRequestSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        user = authenticate(
-            request,
-            username=data.validated_data["username"],
-            password=data.validated_data["password"],
-        )
+        data = validated(TokenRequestSerializer(data=request.data))
+        user = authenticate(request._request, username=data["username"],
+                            password=data["password"])
         if user is None:
+            if getattr(request._request, "axes_locked_out", False):
+                raise ApplicationError(lockout_message(), status_code=429)
             raise ApplicationError(_("Wrong username or password."), status_code=400)
-        token, _created = Token.objects.get_or_create(user=user)
-        return Response({"token": token.key})
+        token, secret = token_create(user=user, name=data["name"],
+                                     expires_in_days=data.get("expires_in_days"))
+        return Response(_new_token_body(token, secret), status=status.HTTP_201_CREATED)
+
+
+class TokensView(APIView):
+    """The caller's own tokens: list them, or create one more."""
+
+    @extend_schema(responses=TokenSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        tokens = tokens_of(request.user)
+        return Response({"count": tokens.count(),
+                         "results": TokenSerializer(tokens, many=True).data})
+
+    @extend_schema(request=TokenCreateSerializer, responses={201: NewTokenSerializer})
+    def post(self, request: Request) -> Response:
+        data = validated(TokenCreateSerializer(data=request.data))
+        token, secret = token_create(user=request.user, name=data["name"],
+                                     expires_in_days=data.get("expires_in_days"))
+        return Response(_new_token_body(token, secret), status=status.HTTP_201_CREATED)
+
+
+class TokenDetailView(APIView):
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, token_id: int) -> Response:
+        token_revoke(user=request.user, token_id=token_id)
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class TeamSerializer(serializers.ModelSerializer):
@@ -62,8 +128,7 @@ class TeamsView(APIView):
 
     @extend_schema(request=TeamSerializer, responses=TeamSerializer)
     def post(self, request: Request) -> Response:
-        if not is_platform_admin(request.user):
-            raise ApplicationError(_("Only platform admins create teams."), status_code=403)
+        require_platform_admin(request.user)
         data = TeamSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         team = team_create(slug=data.validated_data["slug"], name=data.validated_data["name"])
@@ -104,5 +169,5 @@ class TeamMembersView(APIView):
             )
         data = MemberSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        membership = member_add(team=team, **data.validated_data)
+        membership = member_add(actor=request.user, team=team, **data.validated_data)
         return Response(MemberOutSerializer(membership).data, status=status.HTTP_201_CREATED)

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.core.validators import RegexValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
+from knox.models import AbstractAuthToken
+from knox.settings import CONSTANTS
 
 from rlark_site.audit.tracking import audited
 from rlark_site.validators import no_control_characters
@@ -51,3 +54,33 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.team} ({self.role})"
+
+
+@audited(exclude=["password"], model_name="UserEvent")
+class AuditedUser(User):  # type: ignore[django-manager-missing]
+    """auth.User under audit (a proxy, so its triggers' migrations live here): every change to
+    an account is recorded with its actor, never the password hash."""
+
+    class Meta:
+        proxy = True
+
+
+@audited(exclude=["digest"])
+class ApiToken(AbstractAuthToken):
+    """An API token (django-rest-knox): named, expiring, revocable by its owner, and stored only
+    as a hash (`digest`); `token_key` is the first characters, enough to tell tokens apart."""
+
+    id: models.BigAutoField[int, int] = models.BigAutoField(primary_key=True)
+    digest: models.CharField[str, str] = models.CharField(
+        max_length=CONSTANTS.DIGEST_LENGTH, unique=True
+    )
+    name: models.CharField[str, str] = models.CharField(
+        max_length=100, validators=[no_control_characters]
+    )
+
+    class Meta:
+        ordering = ["-created"]
+        verbose_name = _("API token")
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.token_key}…, {self.user})"

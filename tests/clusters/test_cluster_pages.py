@@ -15,7 +15,6 @@ from rest_framework.test import APIClient
 from clusters.credentials import decrypt
 from clusters.inventory.services import poll_cluster
 from clusters.models import Cluster, ClusterState, Node
-from tests.conftest import PASSWORD
 from tests.factories import load_fleet_rows
 
 pytestmark = pytest.mark.django_db
@@ -27,7 +26,7 @@ CA = f"-----BEGIN CERTIFICATE-----\n{CA_BODY}\n-----END CERTIFICATE-----\n"
 
 def signed_in(user: Any) -> Client:
     client = Client()
-    assert client.login(username=user.username, password=PASSWORD)
+    client.force_login(user)
     return client
 
 

@@ -4,7 +4,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from rlark_site.tenancy.models import Membership, Team
-from tests.conftest import PASSWORD
+from tests.conftest import PASSWORD, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -13,7 +13,7 @@ def test_token_endpoint_gives_a_token_that_authenticates(owner) -> None:
     client = APIClient()
     response = client.post("/api/v1/auth/token/", {"username": "owner", "password": PASSWORD},
                            format="json")
-    assert response.status_code == 200
+    assert response.status_code == 201
     client.credentials(HTTP_AUTHORIZATION=f"Token {response.json()['token']}")
     assert client.get("/api/v1/teams/").status_code == 200
 
@@ -44,10 +44,10 @@ def test_another_teams_members_answer_404(api_client_for, owner, outsider, other
     assert not Membership.objects.filter(user__username="x").exists()
 
 
-def test_a_maintainer_adds_a_new_member(api_client_for, owner, team) -> None:
+def test_a_maintainer_adds_an_existing_account(api_client_for, owner, team) -> None:
+    make_user("dora")
     response = api_client_for(owner).post(
-        "/api/v1/teams/vision-rl/members/",
-        {"username": "dora", "password": "s3cret-pass", "role": "member"}, format="json")
+        "/api/v1/teams/vision-rl/members/", {"username": "dora", "role": "member"}, format="json")
     assert response.status_code == 201
     assert response.json() == {"username": "dora", "role": "member",
                                "created_at": response.json()["created_at"]}
@@ -61,11 +61,12 @@ def test_a_plain_member_cannot_add_members(api_client_for, member) -> None:
     assert response.status_code == 403
 
 
-def test_a_new_user_needs_a_password(api_client_for, owner) -> None:
-    response = api_client_for(owner).post("/api/v1/teams/vision-rl/members/",
-                                          {"username": "nopass"}, format="json")
+def test_a_new_user_needs_a_password(api_client_for, admin_user, team) -> None:
+    response = api_client_for(admin_user).post("/api/v1/teams/vision-rl/members/",
+                                               {"username": "nopass"}, format="json")
     assert response.status_code == 400
     assert response.json()["detail"] == "A new user needs a password."
+    assert response.json()["field"] == "password"
 
 
 def test_only_admins_create_teams(api_client_for, owner, admin_user) -> None:
