@@ -8,9 +8,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pgtrigger
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.management.commands import flush
 from django.test.utils import override_settings
 from django.utils import translation
 from rest_framework.test import APIClient
@@ -29,6 +31,23 @@ def _fast_password_hasher() -> Iterator[None]:
     Production keeps Django's defaults (the setting is untouched outside the test process)."""
     with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
         yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _flush_may_truncate_the_audit() -> Iterator[None]:
+    """Transactional tests empty every table with one TRUNCATE between tests; the event tables'
+    no_truncate guard lets that (and only that) through in the test process."""
+    original = flush.Command.handle
+    guards = [f"{model._meta.label}:{trigger.name}"
+              for model, trigger in pgtrigger.registered() if trigger.name == "no_truncate"]
+
+    def handle(self: flush.Command, *args: Any, **options: Any) -> Any:
+        with pgtrigger.ignore(*guards):
+            return original(self, *args, **options)
+
+    flush.Command.handle = handle  # type: ignore[method-assign]
+    yield
+    flush.Command.handle = original  # type: ignore[method-assign]
 
 
 @pytest.fixture(autouse=True)

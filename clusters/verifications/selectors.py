@@ -11,7 +11,6 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import connection
 from django.db.models import Q, QuerySet
-from django.utils.translation import gettext as _
 
 from clusters.matching import (
     FIRST_PAGE,
@@ -35,7 +34,6 @@ from clusters.types import (
     VerificationView,
     node_ref,
 )
-from rlark_site.exceptions import NotFoundError
 from rlark_site.findings import Finding
 from rlark_site.tenancy.access import (
     access_team_object,

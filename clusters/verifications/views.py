@@ -62,12 +62,9 @@ def _item(verification: Verification, form: DecisionForm | None = None) -> dict[
 @login_required
 def verification_nodes(request: HttpRequest, verification_id: int) -> HttpResponse:
     """Every node of a verification's snapshot, a page at a time (its team and admins)."""
-    try:
-        verification = verification_get(user=request.user, verification_id=verification_id)
-    except NotFoundError as exc:
-        raise Http404(exc.message) from exc
+    verification = verification_get(user=request.user, verification_id=verification_id)
     raw = request.GET.get("page", "")
-    number = int(raw) if raw.isdigit() and int(raw) > 0 else 1
+    number = int(raw) if raw.isdecimal() and int(raw) > 0 else 1
     window = NodeWindow(offset=(number - 1) * NODES_PER_PAGE, limit=NODES_PER_PAGE)
     nodes, next_offset = snapshot_nodes(verification, window)
     summary = match_summary(verification)

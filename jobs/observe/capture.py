@@ -64,10 +64,10 @@ def _time(text: str) -> datetime | None:
 
 def _replica(pod: PodInfo) -> int:
     index = pod.labels.get(LABEL_INDEX, "")
-    if index.isdigit():
+    if index.isdecimal():
         return int(index)
     tail = pod.name.rsplit("-", 1)[-1]
-    return int(tail) if tail.isdigit() else 0
+    return int(tail) if tail.isdecimal() else 0
 
 
 def _fields(pod: PodInfo) -> dict[str, Any]:

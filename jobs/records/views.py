@@ -6,6 +6,7 @@ record answers 404 like a missing one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages

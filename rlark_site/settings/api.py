@@ -34,6 +34,8 @@ REST_FRAMEWORK = {
 
 # API tokens (django-rest-knox): stored as SHA-512 digests, named, expiring, revocable.
 KNOX_TOKEN_MODEL = "tenancy.ApiToken"
+# knox's own migrations would create its (swapped-out, unused) knox_authtoken table.
+MIGRATION_MODULES = {"knox": None}
 REST_KNOX = {
     "TOKEN_TTL": timedelta(days=env_int("RLARK_TOKEN_TTL_DAYS", 30)),
     "TOKEN_PREFIX": "rlark_",

@@ -45,7 +45,7 @@ AUTH_PASSWORD_VALIDATORS = [
 # address alone (many people share one company proxy). Unlock: Django admin -> Axes -> Access
 # attempts (delete), or `manage.py axes_reset_username NAME`.
 AUTHENTICATION_BACKENDS = [
-    "axes.backends.AxesStandaloneBackend",
+    "rlark_site.tenancy.backends.LoginLockoutBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = env_int("RLARK_LOGIN_FAILURE_LIMIT", 10)
