@@ -92,7 +92,7 @@ def cluster_add_view(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def cluster_add_kubeconfig_view(request: HttpRequest) -> HttpResponse:
-    _require_admin(request)
+    require_platform_admin(request.user)
     form = KubeconfigClusterForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
         try:
