@@ -55,3 +55,20 @@ AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "rlark_site.tenancy.accounts.lockout_response"
 AXES_IPWARE_PROXY_COUNT = env_int("RLARK_TRUSTED_PROXY_COUNT", 0) or None
 AXES_VERBOSE = False
+
+# Production behind HTTPS (RLARK_HTTPS=1): secure cookies, a redirect to https, HSTS. Behind a
+# TLS-terminating proxy, name the header it sets (RLARK_PROXY_SSL_HEADER=X-Forwarded-Proto);
+# only ever behind a proxy that overwrites that header on every request.
+RLARK_HTTPS = env_bool("RLARK_HTTPS", False)
+SESSION_COOKIE_SECURE = RLARK_HTTPS
+CSRF_COOKIE_SECURE = RLARK_HTTPS
+SECURE_SSL_REDIRECT = RLARK_HTTPS
+SECURE_REDIRECT_EXEMPT = [r"^health/"]
+SECURE_HSTS_SECONDS = env_int("RLARK_HSTS_SECONDS", 31_536_000) if RLARK_HTTPS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("RLARK_HSTS_INCLUDE_SUBDOMAINS", True)
+SECURE_HSTS_PRELOAD = env_bool("RLARK_HSTS_PRELOAD", True)
+_PROXY_SSL_HEADER = env_str("RLARK_PROXY_SSL_HEADER")
+SECURE_PROXY_SSL_HEADER = (
+    (f"HTTP_{_PROXY_SSL_HEADER.upper().replace('-', '_')}", "https") if _PROXY_SSL_HEADER
+    else None
+)
