@@ -33,7 +33,7 @@ from jobs.core.spec import (
     VerificationView,
     selector_key,
 )
-from jobs.models import DeploymentParameters, Job, JobState, Role, SSHKey
+from jobs.models import DeploymentParameters, Job, Role, RunRecord, SSHKey
 from rlark_site.findings import Finding
 from rlark_site.tenancy.models import Team
 
@@ -240,12 +240,12 @@ def name_is_taken(name: str, *, exclude_job_id: int | None = None) -> bool:
     remote = ClusterJob.objects.filter(name=name)
     if exclude_job_id is not None:
         other_jobs = other_jobs.exclude(pk=exclude_job_id)
-        own = Job.objects.filter(
-            pk=exclude_job_id,
-            name=OuterRef("name"),
+        own = RunRecord.objects.filter(
+            job_id=exclude_job_id,
+            job_name=OuterRef("name"),
             cluster=OuterRef("cluster__name"),
             namespace=OuterRef("namespace"),
-        ).exclude(state=JobState.DRAFT)
+        )
         remote = remote.exclude(Exists(own))
     return other_jobs.exists() or remote.exists()
 

@@ -116,8 +116,10 @@ class JobState(models.TextChoices):
     CANCELLED = "cancelled", _("cancelled")
 
 
-@audited(exclude=["status_checked_at"])
+@audited()
 class Job(models.Model):
+    """A draft as typed; once submitted, `run_record` owns everything about the run."""
+
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="jobs")
     name = models.CharField(max_length=255, unique=True)  # validated by the findings engine
     task_type = models.CharField(max_length=40, default=TaskType.RL)
@@ -133,22 +135,12 @@ class Job(models.Model):
     deployment_parameters = models.ForeignKey(
         DeploymentParameters, null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs"
     )
-    state = models.CharField(max_length=20, choices=JobState.choices, default=JobState.DRAFT)
     wizard_step = models.PositiveSmallIntegerField(default=1)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
-    # Lifecycle (after submission); the run record holds the frozen artifacts.
-    cluster = models.CharField(max_length=63, blank=True, default="")
-    namespace = models.CharField(max_length=63, blank=True, default="")
-    submitted_at = models.DateTimeField(null=True, blank=True)
-    pending_since = models.DateTimeField(null=True, blank=True)
-    pending_flagged = models.BooleanField(default=False)
-    status_reason = models.CharField(max_length=255, blank=True, default="")
-    status_message = models.TextField(blank=True, default="")
-    status_checked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-updated_at", "-id"]
@@ -156,6 +148,30 @@ class Job(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def run(self) -> RunRecord | None:
+        """The run this draft was submitted as, or None while it is a draft."""
+        try:
+            return self.run_record
+        except RunRecord.DoesNotExist:
+            return None
+
+    @property
+    def state(self) -> str:
+        """Derived: `draft` without a run, else the run's state (`RunRecord.state` owns it)."""
+        run = self.run
+        return JobState.DRAFT if run is None else run.state
+
+    def get_state_display(self) -> str:
+        return str(JobState(self.state).label)
+
+    @staticmethod
+    def in_state(state: str) -> models.Q:
+        """The filter for jobs whose derived state is `state` (a draft has no run record)."""
+        if state == JobState.DRAFT:
+            return models.Q(run_record__isnull=True)
+        return models.Q(run_record__state=state)
 
 
 @audited()
@@ -197,9 +213,14 @@ class SubmissionState(models.TextChoices):
     FAILED = "failed", _("failed")
 
 
-@audited()
+@audited(exclude=["status_checked_at"])
 class RunRecord(models.Model):
-    """Everything about one job name, frozen at submission, in one place."""
+    """Everything about one job name, frozen at submission, in one place.
+
+    The one owner of a run's lifecycle: `state` moves only through
+    `jobs.records.lifecycle` (the run state machine), together with where the run is
+    (`cluster`, `namespace`), when it was submitted and what the cluster last said.
+    """
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="run_records")
     job = models.OneToOneField(Job, on_delete=models.PROTECT, related_name="run_record")
@@ -216,20 +237,38 @@ class RunRecord(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
     )
     frozen_at = models.DateTimeField(auto_now_add=True)
-    submission_state = models.CharField(
-        max_length=20, choices=SubmissionState.choices, default=SubmissionState.QUEUED
-    )
+    state = models.CharField(max_length=20, choices=JobState.choices, default=JobState.QUEUED)
     submission_lease_until = models.DateTimeField(null=True, blank=True)
     remote_uid = models.CharField(max_length=64, blank=True, default="")
     submitted_at = models.DateTimeField(null=True, blank=True)
     failure_message = models.TextField(blank=True, default="")
     cancelled_at = models.DateTimeField(null=True, blank=True)
+    pending_since = models.DateTimeField(null=True, blank=True)
+    pending_flagged = models.BooleanField(default=False)
+    status_reason = models.CharField(max_length=255, blank=True, default="")
+    status_message = models.TextField(blank=True, default="")
+    status_checked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-frozen_at"]
+        indexes = [models.Index(fields=["cluster", "state"], name="run_cluster_state")]
+        constraints = [
+            models.CheckConstraint(condition=~models.Q(state=JobState.DRAFT), name="run_not_draft")
+        ]
 
     def __str__(self) -> str:
         return self.job_name
+
+    @property
+    def submission_state(self) -> str:
+        """Derived from `state`: where the submission of this run stands."""
+        if self.state in (JobState.QUEUED, JobState.SUBMITTING):
+            return str(self.state)
+        if self.state == JobState.SUBMIT_FAILED:
+            return SubmissionState.FAILED
+        if self.submitted_at is None:  # cancelled before the cluster had it
+            return SubmissionState.QUEUED
+        return SubmissionState.SUBMITTED
 
 
 class AttemptOutcome(models.TextChoices):

@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Exists, F, OuterRef, Q, QuerySet, Value
+from django.db.models.expressions import OrderBy
+from django.db.models.functions import Coalesce
 from django.utils.translation import gettext as _
 
-from jobs.models import Job, Role, SSHKey
+from jobs.models import Job, JobState, Role, SSHKey
 from rlark_site.exceptions import NotFoundError
 from rlark_site.tenancy.access import access_team_object, scope_to_member_teams, teams_for_user
 from rlark_site.tenancy.models import Team
@@ -28,7 +30,7 @@ __all__ = [
 
 
 def _jobs() -> QuerySet[Job]:
-    return Job.objects.select_related("team", "created_by")
+    return Job.objects.select_related("team", "created_by", "run_record")
 
 
 def job_list_for_user(user: Any, *, team: Team | None = None) -> QuerySet[Job]:
@@ -40,14 +42,15 @@ def job_list_for_user(user: Any, *, team: Team | None = None) -> QuerySet[Job]:
 
 
 # sort name → ordering; every ordering ends on a unique column so pages never overlap
-JOB_SORTS: dict[str, tuple[str, ...]] = {
+JOB_SORTS: dict[str, tuple[str | OrderBy, ...]] = {
     "-updated": ("-updated_at", "-id"),
     "updated": ("updated_at", "id"),
     "-created": ("-created_at", "-id"),
     "created": ("created_at", "id"),
     "name": ("name",),
     "-name": ("-name",),
-    "state": ("state", "-updated_at", "-id"),
+    "state": (Coalesce(F("run_record__state"), Value(JobState.DRAFT)).asc(), "-updated_at",
+              "-id"),
 }
 
 
@@ -64,14 +67,16 @@ class JobListQuery:
 
 
 def jobs_in_state(jobs: QuerySet[Job], state: str) -> QuerySet[Job]:
-    """The one place the list filters by a job's state."""
-    return jobs.filter(state=state)
+    """The one place the list filters by a job's state (derived: `Job.in_state`)."""
+    return jobs.filter(Job.in_state(state))
 
 
 def _on_cluster(jobs: QuerySet[Job], cluster: str) -> QuerySet[Job]:
     """Submitted jobs by the cluster they run on; drafts by their roles' clusters."""
     placed = Role.objects.filter(job=OuterRef("pk"), cluster=cluster)
-    return jobs.filter(Q(cluster=cluster) | (Q(cluster="") & Exists(placed)))
+    return jobs.filter(
+        Q(run_record__cluster=cluster) | (Q(run_record__isnull=True) & Exists(placed))
+    )
 
 
 def job_search(user: Any, query: JobListQuery, *, team: Team | None = None) -> QuerySet[Job]:
@@ -86,7 +91,7 @@ def job_search(user: Any, query: JobListQuery, *, team: Team | None = None) -> Q
     if query.creator:
         jobs = jobs.filter(created_by__username=query.creator)
     if query.pending_flagged:
-        jobs = jobs.filter(pending_flagged=True)
+        jobs = jobs.filter(run_record__pending_flagged=True)
     return jobs.order_by(*JOB_SORTS.get(query.sort, JOB_SORTS["-updated"]))
 
 

@@ -20,7 +20,7 @@ from rest_framework import serializers
 from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
 from jobs.context import Evaluation
-from jobs.models import Job, Role, SSHKey
+from jobs.models import Job, JobState, Role, SSHKey
 
 MAX_ROLES = 64
 MAX_CONDITIONS = 64
@@ -250,8 +250,13 @@ def _url(request: Any, name: str, *args: Any) -> str:
 
 
 class JobSummarySerializer(serializers.ModelSerializer):
+    """A job with its derived state: `draft`, or its run record's state and times."""
+
     team = serializers.CharField(source="team.slug")
     created_by = serializers.CharField(source="created_by.username")
+    state = serializers.ChoiceField(choices=JobState.choices, read_only=True)
+    submitted_at = serializers.DateTimeField(source="run.submitted_at", read_only=True,
+                                             allow_null=True)
     url = serializers.SerializerMethodField()
 
     class Meta:
@@ -276,6 +281,12 @@ class JobDetailSerializer(JobSummarySerializer):
 
     roles = RoleOutSerializer(many=True)
     ssh_keys = serializers.JSONField(source="ssh_key_names")
+    cluster = serializers.CharField(source="run.cluster", read_only=True, default="")
+    namespace = serializers.CharField(source="run.namespace", read_only=True, default="")
+    status_reason = serializers.CharField(source="run.status_reason", read_only=True,
+                                          default="")
+    status_message = serializers.CharField(source="run.status_message", read_only=True,
+                                           default="")
     findings = serializers.SerializerMethodField()
     has_errors = serializers.SerializerMethodField()
     links = serializers.SerializerMethodField()

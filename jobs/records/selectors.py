@@ -221,11 +221,11 @@ def first_run_checks_of(record: RunRecord) -> list[dict[str, Any]]:
 
 def _job_summary(job: Job, record: RunRecord) -> dict[str, Any]:
     return {
-        "name": job.name, "team": record.team.slug, "state": job.state,
+        "name": job.name, "team": record.team.slug, "state": record.state,
         "cluster": record.cluster, "namespace": record.namespace,
-        "submitted_at": job.submitted_at, "pending_since": job.pending_since,
-        "pending_flagged": job.pending_flagged, "status_reason": job.status_reason,
-        "status_message": job.status_message,
+        "submitted_at": record.submitted_at, "pending_since": record.pending_since,
+        "pending_flagged": record.pending_flagged, "status_reason": record.status_reason,
+        "status_message": record.status_message,
     }
 
 

@@ -252,7 +252,7 @@ class RunRecordSummarySerializer(serializers.Serializer):
     namespace = serializers.CharField()
     manifest_sha256 = serializers.CharField()
     submission_state = serializers.CharField()
-    job_state = serializers.CharField(source="job.state")
+    job_state = serializers.CharField(source="state")
     frozen_at = serializers.DateTimeField()
 
 

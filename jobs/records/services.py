@@ -31,11 +31,11 @@ from jobs.models import (
 )
 from jobs.records import conf
 from jobs.records.checklist import ANSWERS, checklist_codes
+from jobs.records.lifecycle import CANCELLABLE_STATES, move
 from rlark_site.exceptions import ApplicationError
 from rlark_site.tenancy.models import Team
 
 __all__ = [
-    "CANCELLABLE_STATES",
     "deployment_parameters_create",
     "deployment_parameters_fill_from_job",
     "deployment_parameters_update",
@@ -50,7 +50,6 @@ LAUNCH_LIST_FIELDS = (
     "title", "entry", "datasets", "models_used", "hyperparameters", "notes", "expected_signals",
 )
 PARAMETERS_FIELDS = ("title", "roles", "network_domain", "storage_notes", "network_notes")
-CANCELLABLE_STATES = (JobState.QUEUED, JobState.SUBMITTING, JobState.PENDING, JobState.RUNNING)
 
 
 def _context(user: Any, team: Team) -> Any:
@@ -260,8 +259,9 @@ def deployment_parameters_fill_from_job(*, parameters: DeploymentParameters, job
 # --- lifecycle --------------------------------------------------------------------------------
 
 
-def _run_record(job: Job) -> RunRecord:
-    record = RunRecord.objects.filter(job=job).first()
+def _run_record(job: Job, *, lock: bool = False) -> RunRecord:
+    records = RunRecord.objects.select_for_update() if lock else RunRecord.objects.all()
+    record = records.filter(job=job).first()
     if record is None:
         raise ApplicationError(
             _("This job has not been submitted."), extra={"state": job.state}, status_code=409
@@ -289,34 +289,34 @@ def _delete_remote(record: RunRecord) -> None:
         ) from exc
 
 
+@transaction.atomic
 def job_cancel(*, job: Job, user: Any) -> RunRecord:
     """Delete a submitted job's Job from its cluster and keep the record (state cancelled).
 
-    The cluster call comes first and outside a transaction: when it fails, nothing is
-    recorded as cancelled. A submission try racing this sees `cancelled_at` and removes
-    whatever it created.
+    The run record is locked before its state is checked and stays locked through the
+    cluster call, so of concurrent cancels exactly one deletes and records; the others wait
+    and then answer 409. When the cluster call fails, the transaction rolls back and nothing
+    is recorded as cancelled. A submission try racing this waits for the lock, sees
+    `cancelled` and removes whatever it created.
     """
-    record = _run_record(job)
-    if job.state not in CANCELLABLE_STATES or record.cancelled_at is not None:
+    record = _run_record(job, lock=True)
+    if record.state not in CANCELLABLE_STATES:
         raise ApplicationError(
             _("Only a queued, pending or running job can be cancelled."),
-            extra={"state": job.state}, status_code=409,
+            extra={"state": record.state}, status_code=409,
         )
     _delete_remote(record)
     now = timezone.now()
-    with transaction.atomic(), _context(user, job.team):
-        locked = RunRecord.objects.select_for_update().get(pk=record.pk)
-        locked.cancelled_at = now
-        locked.submission_lease_until = None
-        locked.save(update_fields=["cancelled_at", "submission_lease_until"])
+    with _context(user, job.team):
+        changed = move(record, JobState.CANCELLED, now=now)
+        record.cancelled_at = now
+        record.submission_lease_until = None
+        record.save(update_fields=[*changed, "cancelled_at", "submission_lease_until"])
         StatusChange.objects.create(
-            run_record=locked, phase="Cancelled", reason="CancelledByUser",
+            run_record=record, phase="Cancelled", reason="CancelledByUser",
             message=_("Cancelled by %(user)s.") % {"user": user.get_username()},
         )
-        Job.objects.filter(pk=job.pk).update(
-            state=JobState.CANCELLED, pending_flagged=False, updated_at=now
-        )
-    return locked
+    return record
 
 
 def _troubleshooting(answers: Mapping[str, Any] | None) -> dict[str, dict[str, str]]:

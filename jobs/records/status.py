@@ -1,11 +1,12 @@
 """Status sync: poll submitted Jobs, record phase changes, flag jobs stuck in Pending.
 
 Only changes are written: a `StatusChange` row when the phase differs from the last one
-recorded, and the job's state, reason and flags when they differ from what is stored. A
+recorded, and the run's state (through the run state machine, `jobs.records.lifecycle`),
+reason and flags when they differ from what is stored. A
 pass reads each active Job once (`get_job`, one try: the next pass is the retry); when a
 cluster does not answer, the rest of its Jobs wait for the next pass and other clusters
-go on. Overlapping passes are safe: each change is applied under a row lock on the job
-and compared with the last recorded phase first.
+go on. Overlapping passes are safe: each change is applied under a row lock on the run
+record and compared with the last recorded phase first.
 """
 
 from __future__ import annotations
@@ -23,14 +24,13 @@ from django.utils.translation import gettext as _
 from clusters.credentials import CredentialError, credentials_for
 from clusters.k8s import Credentials, KubeError, NotFound, get_job
 from clusters.models import Cluster
-from jobs.models import Job, JobState, RunRecord, StatusChange, SubmissionState
+from jobs.models import JobState, RunRecord, StatusChange
 from jobs.observe.capture import capture_cluster
 from jobs.records import conf
+from jobs.records.lifecycle import ACTIVE_STATES, FINAL_STATES, PHASE_STATES, move
 
 __all__ = [
-    "ACTIVE_STATES",
     "GONE_PHASE",
-    "PHASE_STATES",
     "SyncReport",
     "flag_overdue_pending",
     "observe_job",
@@ -40,15 +40,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-ACTIVE_STATES = (JobState.PENDING, JobState.RUNNING)
-PHASE_STATES = {
-    "Pending": JobState.PENDING,
-    "Running": JobState.RUNNING,
-    "Succeeded": JobState.SUCCEEDED,
-    "Failed": JobState.FAILED,
-}
 GONE_PHASE = "Gone"
-FINAL_STATES = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 _REASON_MAX = 255
 
 
@@ -75,41 +67,37 @@ def _last_phase(record: RunRecord) -> str | None:
     return last.phase if last is not None else None
 
 
-def _apply(job: Job, *, state: str, reason: str, message: str, now: datetime) -> list[str]:
-    """Set the job's lifecycle fields; return the names of those that changed."""
-    changed: list[str] = []
-
-    def put(field: str, value: Any) -> None:
-        if getattr(job, field) != value:
-            setattr(job, field, value)
+def _apply(record: RunRecord, *, state: str, reason: str, message: str,
+           now: datetime) -> list[str]:
+    """Move the run to `state` and store what the cluster says; the names of changed fields."""
+    changed = move(record, state, now=now)
+    for field, value in (("status_reason", reason[:_REASON_MAX]), ("status_message", message)):
+        if getattr(record, field) != value:
+            setattr(record, field, value)
             changed.append(field)
-
-    if state == JobState.PENDING and job.state != JobState.PENDING:
-        put("pending_since", now)
-    if state != JobState.PENDING:
-        put("pending_flagged", False)
-    put("state", state)
-    put("status_reason", reason[:_REASON_MAX])
-    put("status_message", message)
     return changed
 
 
-def _record(record: RunRecord, *, phase: str, state: str, reason: str, message: str,
+def _record(record: RunRecord, *, phase: str, state: str | None, reason: str, message: str,
             now: datetime) -> bool:
-    """Apply one observation under the job's row lock; True when anything changed."""
+    """Apply one observation under the record's row lock; True when anything changed.
+
+    `state` None: a phase RLark does not know, recorded in the history without a move.
+    """
     with transaction.atomic():
-        job = Job.objects.select_for_update().get(pk=record.job_id)
-        if job.state not in ACTIVE_STATES:
+        locked = RunRecord.objects.select_for_update().get(pk=record.pk)
+        if locked.state not in ACTIVE_STATES:
             return False
-        phase_changed = _last_phase(record) != phase
+        phase_changed = _last_phase(locked) != phase
         if phase_changed:
             StatusChange.objects.create(
-                run_record=record, phase=phase, reason=reason[:_REASON_MAX], message=message
+                run_record=locked, phase=phase, reason=reason[:_REASON_MAX], message=message
             )
-        fields = _apply(job, state=state, reason=reason, message=message, now=now)
+        fields = _apply(locked, state=state or locked.state, reason=reason, message=message,
+                        now=now)
         if fields:
-            job.status_checked_at = now
-            job.save(update_fields=[*fields, "status_checked_at", "updated_at"])
+            locked.status_checked_at = now
+            locked.save(update_fields=[*fields, "status_checked_at"])
         return phase_changed or bool(fields)
 
 
@@ -127,36 +115,29 @@ def observe_job(record: RunRecord, remote: Mapping[str, Any] | None, *,
     if not phase:
         return False
     reason, message = scheduling_reason(status)
-    known = PHASE_STATES.get(phase)
-    job_state = str(known) if known is not None else (
-        Job.objects.values_list("state", flat=True).get(pk=record.job_id)
-    )
-    return _record(record, phase=phase, state=job_state, reason=reason, message=message, now=now)
+    return _record(record, phase=phase, state=PHASE_STATES.get(phase), reason=reason,
+                   message=message, now=now)
 
 
 def flag_overdue_pending(*, now: datetime | None = None) -> int:
-    """Flag jobs Pending longer than `conf.pending_deadline()`; return how many were flagged."""
+    """Flag runs Pending longer than `conf.pending_deadline()`; return how many were flagged."""
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=conf.pending_deadline())
     flagged = 0
     with transaction.atomic():
-        overdue = Job.objects.select_for_update().filter(
+        overdue = RunRecord.objects.select_for_update().filter(
             state=JobState.PENDING, pending_flagged=False, pending_since__lte=cutoff
         )
-        for job in overdue:
-            job.pending_flagged = True
-            job.save(update_fields=["pending_flagged", "updated_at"])
+        for record in overdue:
+            record.pending_flagged = True
+            record.save(update_fields=["pending_flagged"])
             flagged += 1
     return flagged
 
 
 def _active_records() -> list[RunRecord]:
     return list(
-        RunRecord.objects.filter(
-            submission_state=SubmissionState.SUBMITTED,
-            cancelled_at__isnull=True,
-            job__state__in=ACTIVE_STATES,
-        ).order_by("cluster", "pk")
+        RunRecord.objects.filter(state__in=ACTIVE_STATES).order_by("cluster", "pk")
     )
 
 

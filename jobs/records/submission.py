@@ -18,7 +18,9 @@ the Celery task only after the transaction commits.
   else is a clear permanent failure;
 - transient errors (5xx, 429, timeouts, refused connections) give the record back with its
   lease set to the moment of the next try, bounded by `conf.submit_max_attempts()`;
-  permanent ones (other 4xx, among them 422) end in `failed` with the API's message.
+  permanent ones (other 4xx, among them 422) end in `submit_failed` with the API's message.
+
+Every change of the run's state goes through the run state machine (`jobs.records.lifecycle`).
 
 The Job is created from the frozen YAML (parsed, never re-rendered).
 """
@@ -28,7 +30,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import partial
 from typing import Any, NamedTuple
 
 import pghistory
@@ -53,15 +54,9 @@ from clusters.models import Cluster
 from jobs.context import Evaluation, evaluate
 from jobs.core.render import ANNOTATION_SPEC_SHA256, LABEL_TEAM, build_manifest
 from jobs.core.spec import JobSpec
-from jobs.models import (
-    AttemptOutcome,
-    Job,
-    JobState,
-    RunRecord,
-    SubmissionAttempt,
-    SubmissionState,
-)
+from jobs.models import AttemptOutcome, Job, JobState, RunRecord, SubmissionAttempt
 from jobs.records import conf
+from jobs.records.lifecycle import move, sources
 from jobs.records.snapshots import (
     deployment_parameters_snapshot,
     launch_list_snapshot,
@@ -82,7 +77,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-_OPEN_STATES = (SubmissionState.QUEUED, SubmissionState.SUBMITTING)
 
 
 # --- freezing -------------------------------------------------------------------------------
@@ -140,6 +134,19 @@ def enqueue_submission(run_record_id: int) -> None:
     submit_run_record.delay(run_record_id)
 
 
+def _enqueue_after_commit(run_record_id: int) -> None:
+    """Send the task once the transaction commits; a broker that is down is logged, not raised.
+
+    The record is committed in `queued` either way, so the beat's resume task sends it later
+    (`stalled_run_record_ids`); the request still answers 202.
+    """
+
+    def send() -> None:
+        enqueue_submission(run_record_id)
+
+    transaction.on_commit(send, robust=True)
+
+
 @transaction.atomic
 def job_submit(*, job: Job, user: Any) -> RunRecord:
     """Check, freeze and queue a draft; 422 with the findings while an error remains.
@@ -177,11 +184,7 @@ def job_submit(*, job: Job, user: Any) -> RunRecord:
             findings_snapshot=[finding.as_dict() for finding in evaluation.findings],
             frozen_by=user,
         )
-        locked.state = JobState.QUEUED
-        locked.cluster = cluster
-        locked.namespace = namespace
-        locked.save(update_fields=["state", "cluster", "namespace", "updated_at"])
-    transaction.on_commit(partial(enqueue_submission, record.pk), robust=True)
+    _enqueue_after_commit(record.pk)
     return record
 
 
@@ -210,18 +213,11 @@ class _Outcome:
 def _claim(run_record_id: int, now: datetime) -> bool:
     """Take the record for one try (conditional UPDATE); False when it is not ours to take."""
     lease_until = now + timedelta(seconds=conf.submit_lease())
-    with transaction.atomic():
-        claimed = (
-            RunRecord.objects.filter(
-                pk=run_record_id, submission_state__in=_OPEN_STATES, cancelled_at__isnull=True
-            )
-            .filter(Q(submission_lease_until__isnull=True) | Q(submission_lease_until__lte=now))
-            .update(submission_state=SubmissionState.SUBMITTING, submission_lease_until=lease_until)
-        )
-        if claimed:
-            Job.objects.filter(run_record__pk=run_record_id).update(
-                state=JobState.SUBMITTING, updated_at=now
-            )
+    claimed = (
+        RunRecord.objects.filter(pk=run_record_id, state__in=sources(JobState.SUBMITTING))
+        .filter(Q(submission_lease_until__isnull=True) | Q(submission_lease_until__lte=now))
+        .update(state=JobState.SUBMITTING, submission_lease_until=lease_until)
+    )
     return claimed == 1
 
 
@@ -365,62 +361,47 @@ def _retry_delay(number: int) -> float:
     return delays[min(number, len(delays)) - 1] if delays else 0.0
 
 
-def _mark_submitted(record: RunRecord, job: Job, outcome: _Outcome, now: datetime) -> None:
-    record.submission_state = SubmissionState.SUBMITTED
+def _mark_submitted(record: RunRecord, outcome: _Outcome, now: datetime) -> None:
+    changed = move(record, JobState.PENDING, now=now)
     record.submission_lease_until = None
     record.remote_uid = outcome.uid[:64]
     record.submitted_at = now
     record.failure_message = ""
     record.save(update_fields=[
-        "submission_state", "submission_lease_until", "remote_uid", "submitted_at",
-        "failure_message",
+        *changed, "submission_lease_until", "remote_uid", "submitted_at", "failure_message",
     ])
-    job.state = JobState.PENDING
-    job.submitted_at = now
-    job.pending_since = now
-    job.pending_flagged = False
-    job.save(update_fields=["state", "submitted_at", "pending_since", "pending_flagged",
-                            "updated_at"])
 
 
-def _mark_retry(record: RunRecord, job: Job, delay: float, now: datetime) -> None:
-    record.submission_state = SubmissionState.QUEUED
+def _mark_retry(record: RunRecord, delay: float, now: datetime) -> None:
+    changed = move(record, JobState.QUEUED, now=now)
     record.submission_lease_until = now + timedelta(seconds=delay)
-    record.save(update_fields=["submission_state", "submission_lease_until"])
-    job.state = JobState.QUEUED
-    job.save(update_fields=["state", "updated_at"])
+    record.save(update_fields=[*changed, "submission_lease_until"])
 
 
-def _mark_failed(record: RunRecord, job: Job, message: str) -> None:
-    record.submission_state = SubmissionState.FAILED
+def _mark_failed(record: RunRecord, message: str, now: datetime) -> None:
+    changed = move(record, JobState.SUBMIT_FAILED, now=now)
     record.submission_lease_until = None
     record.failure_message = message
-    record.save(update_fields=["submission_state", "submission_lease_until", "failure_message"])
-    job.state = JobState.SUBMIT_FAILED
-    job.save(update_fields=["state", "updated_at"])
+    record.save(update_fields=[*changed, "submission_lease_until", "failure_message"])
 
 
-def _settle(record: RunRecord, job: Job, attempt: SubmissionAttempt, outcome: _Outcome,
+def _settle(record: RunRecord, attempt: SubmissionAttempt, outcome: _Outcome,
             now: datetime) -> AttemptResult:
-    """Apply a try's outcome to the locked record and job."""
-    if record.cancelled_at is not None:
-        record.submission_lease_until = None
-        record.save(update_fields=["submission_lease_until"])
-        return AttemptResult(outcome="cancelled")
+    """Apply a try's outcome to the locked record."""
     if outcome.succeeded:
-        _mark_submitted(record, job, outcome, now)
+        _mark_submitted(record, outcome, now)
         return AttemptResult(outcome=outcome.outcome)
     if outcome.outcome == AttemptOutcome.TRANSIENT_ERROR:
         if attempt.number < conf.submit_max_attempts():
             delay = _retry_delay(attempt.number)
-            _mark_retry(record, job, delay, now)
+            _mark_retry(record, delay, now)
             return AttemptResult(outcome=outcome.outcome, retry_in=delay)
         message = _("Gave up after %(count)d tries; the last one said: %(message)s") % {
             "count": attempt.number, "message": outcome.message,
         }
-        _mark_failed(record, job, message)
+        _mark_failed(record, message, now)
         return AttemptResult(outcome=AttemptOutcome.PERMANENT_ERROR)
-    _mark_failed(record, job, outcome.message)
+    _mark_failed(record, outcome.message, now)
     return AttemptResult(outcome=outcome.outcome)
 
 
@@ -428,16 +409,19 @@ def _finish(record_id: int, attempt: SubmissionAttempt, outcome: _Outcome) -> At
     now = timezone.now()
     with transaction.atomic():
         record = RunRecord.objects.select_for_update().get(pk=record_id)
-        job = Job.objects.select_for_update().get(pk=record.job_id)
         attempt.outcome = outcome.outcome
         attempt.http_status = outcome.http_status
         attempt.message = outcome.message
         attempt.finished_at = now
         attempt.save(update_fields=["outcome", "http_status", "message", "finished_at"])
-        if record.submission_state != SubmissionState.SUBMITTING:
+        if record.state == JobState.CANCELLED:
+            record.submission_lease_until = None
+            record.save(update_fields=["submission_lease_until"])
+            return AttemptResult(outcome="cancelled")
+        if record.state != JobState.SUBMITTING:
             # Another worker settled it meanwhile (only possible after a lease expired).
             return AttemptResult(outcome="skipped")
-        return _settle(record, job, attempt, outcome, now)
+        return _settle(record, attempt, outcome, now)
 
 
 def _remove_cancelled(record: RunRecord) -> None:
@@ -478,14 +462,13 @@ def stalled_run_record_ids(*, now: datetime | None = None) -> list[int]:
     """
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=conf.resume_grace())
-    lost_worker = Q(submission_state=SubmissionState.SUBMITTING, submission_lease_until__lt=now)
-    lost_message = Q(submission_state=SubmissionState.QUEUED) & (
+    lost_worker = Q(state=JobState.SUBMITTING, submission_lease_until__lt=now)
+    lost_message = Q(state=JobState.QUEUED) & (
         Q(submission_lease_until__isnull=True, frozen_at__lt=cutoff)
         | Q(submission_lease_until__lt=cutoff)
     )
     return list(
-        RunRecord.objects.filter(cancelled_at__isnull=True)
-        .filter(lost_worker | lost_message)
+        RunRecord.objects.filter(lost_worker | lost_message)
         .order_by("pk")
         .values_list("pk", flat=True)
     )

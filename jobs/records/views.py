@@ -30,7 +30,7 @@ from jobs.records.forms import (
     FirstRunCheckForm,
     LaunchListForm,
 )
-from jobs.records.services import CANCELLABLE_STATES
+from jobs.records.lifecycle import CANCELLABLE_STATES
 from rlark_site.exceptions import ApplicationError
 from rlark_site.tenancy.access import current_team
 from rlark_site.tenancy.models import Team
@@ -219,7 +219,7 @@ def job_detail(request: HttpRequest, name: str) -> HttpResponse:
     context = {
         "job": job, "record": record,
         "history": record.status_changes.order_by("observed_at", "id") if record else [],
-        "cancellable": record is not None and job.state in CANCELLABLE_STATES,
+        "cancellable": record is not None and record.state in CANCELLABLE_STATES,
         "seen_running": _seen_running(record),
         "signals": record.launch_list_snapshot.get("expected_signals", []) if record else [],
         "checks": checks, "last_check": checks[-1] if checks else None,

@@ -112,7 +112,8 @@ def job_delete(request: HttpRequest, name: str) -> HttpResponse:
 
 def _job_row(job: Job) -> dict[str, Any]:
     draft = is_draft(job)
-    clusters = [job.cluster] if job.cluster else sorted(
+    run = job.run
+    clusters = [run.cluster] if run is not None else sorted(
         {role.cluster for role in job.roles.all() if role.cluster}
     )
     return {

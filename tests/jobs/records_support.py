@@ -8,7 +8,7 @@ from clusters.credentials import encrypt
 from clusters.models import Cluster, VerificationState
 from clusters.verifications.services import verification_approve, verification_request
 from jobs.drafts.services import job_create
-from jobs.models import DeploymentParameters, Job, LaunchList
+from jobs.models import DeploymentParameters, Job, LaunchList, RunRecord
 from rlark_site.tenancy.models import Team
 from tests.factories import DEMO_FLEET, load_fleet_rows
 
@@ -26,6 +26,15 @@ EXPECTED_SIGNAL = {
     "where": "Head Task log",
     "within_minutes": 20,
 }
+
+
+def run_record_for(job: Job, *, state: str, cluster: str = "gpu-a",
+                   namespace: str = "rl-gpu-a", **fields: Any) -> RunRecord:
+    """A run record in `state` written directly (no cluster call): the job reads as submitted."""
+    return RunRecord.objects.create(
+        team=job.team, job=job, job_name=job.name, cluster=cluster, namespace=namespace,
+        manifest_yaml="", manifest_sha256="", frozen_by=job.created_by, state=state, **fields,
+    )
 
 
 def register_fleet(simulator: Any) -> list[Cluster]:

@@ -19,6 +19,7 @@ from jobs.drafts.services import job_create, ssh_key_create
 from jobs.models import Job, JobState
 from rlark_site.tenancy.models import Team
 from tests.factories import load_fleet_rows
+from tests.jobs.records_support import run_record_for
 
 pytestmark = pytest.mark.django_db
 
@@ -128,8 +129,7 @@ def test_a_name_is_taken_by_another_job_or_a_foreign_cluster_job(
     gpu_a = Cluster.objects.get(name="gpu-a")
     remote = ClusterJob.objects.create(cluster=gpu_a, namespace="rl-gpu-a", name="mine")
     assert check_context_for(spec, team=team, exclude_job_id=job.pk).taken_names == {"mine"}
-    Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING, cluster="gpu-a",
-                                         namespace="rl-gpu-a")
+    run_record_for(job, state=JobState.RUNNING, cluster="gpu-a", namespace="rl-gpu-a")
     assert check_context_for(spec, team=team, exclude_job_id=job.pk).taken_names == frozenset()
     remote.namespace = "elsewhere"
     remote.save()

@@ -13,6 +13,7 @@ from jobs.drafts.services import job_create, job_delete, job_update
 from jobs.models import DeploymentParameters, Job, JobState, LaunchList, Role
 from rlark_site.exceptions import ApplicationError
 from rlark_site.tenancy.models import Team
+from tests.jobs.records_support import run_record_for
 
 pytestmark = pytest.mark.django_db
 
@@ -105,12 +106,12 @@ def test_a_missing_record_is_named_in_the_user_s_language(team: Team, owner: Any
 
 def test_only_drafts_are_deleted(team: Team, owner: Any) -> None:
     job = job_create(team=team, user=owner, data={"name": "j"})
-    Job.objects.filter(pk=job.pk).update(state=JobState.SUBMIT_FAILED)
+    record = run_record_for(job, state=JobState.SUBMIT_FAILED)
     with pytest.raises(ApplicationError) as refused:
         job_delete(job=job)
     assert refused.value.status_code == 409
-    Job.objects.filter(pk=job.pk).update(state=JobState.DRAFT)
-    job_delete(job=job)
+    record.delete()
+    job_delete(job=Job.objects.get(pk=job.pk))
     assert not Job.objects.exists() and not Role.objects.exists()
 
 

@@ -16,6 +16,7 @@ from clusters.verifications.services import verification_approve, verification_r
 from jobs.models import DeploymentParameters, Job, JobState, LaunchList, Role
 from rlark_site.tenancy.models import Team
 from tests.factories import load_fleet_rows
+from tests.jobs.records_support import run_record_for
 
 pytestmark = pytest.mark.django_db
 
@@ -281,7 +282,7 @@ def test_delete_removes_a_draft_but_not_a_submitted_job(api: APIClient) -> None:
     assert api.delete(f"{JOBS}gone/").status_code == 204
     assert not Job.objects.filter(name="gone").exists()
     api.post(JOBS, body(name="kept"), format="json")
-    Job.objects.filter(name="kept").update(state=JobState.RUNNING)
+    run_record_for(Job.objects.get(name="kept"), state=JobState.RUNNING)
     assert api.delete(f"{JOBS}kept/").status_code == 409
     assert api.patch(f"{JOBS}kept/", {"run_script": "x"}, format="json").status_code == 409
     assert Job.objects.filter(name="kept").exists()

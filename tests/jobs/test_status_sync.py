@@ -41,8 +41,9 @@ def phases(record: RunRecord) -> list[str]:
     return list(record.status_changes.order_by("observed_at", "id").values_list("phase", flat=True))
 
 
-def job_of(record: RunRecord) -> Job:
-    return Job.objects.get(pk=record.job_id)
+def run_of(record: RunRecord) -> RunRecord:
+    """The record as stored now: it owns the run's state, flag and reason."""
+    return RunRecord.objects.get(pk=record.pk)
 
 
 def test_pending_running_succeeded_is_recorded_once_each(
@@ -56,11 +57,11 @@ def test_pending_running_succeeded_is_recorded_once_each(
     sync_submitted_jobs()
     sync_submitted_jobs()
     assert phases(record) == ["Pending"]
-    assert job_of(record).state == JobState.PENDING
+    assert run_of(record).state == JobState.PENDING
     demo_simulator.tick()
     sync_submitted_jobs()
     assert phases(record) == ["Pending", "Running"]
-    assert job_of(record).state == JobState.RUNNING
+    assert run_of(record).state == JobState.RUNNING
     demo_simulator.set_job_phase(
         CLUSTER,
         NAMESPACE,
@@ -71,9 +72,10 @@ def test_pending_running_succeeded_is_recorded_once_each(
     )
     assert sync_task.apply().get()["changed"] == 1
     assert phases(record) == ["Pending", "Running", "Succeeded"]
-    job = job_of(record)
-    assert job.state == JobState.SUCCEEDED
-    assert (job.status_reason, job.status_message) == ("Completed", "run script exited 0")
+    run = run_of(record)
+    assert run.state == JobState.SUCCEEDED
+    assert Job.objects.get(pk=record.job_id).state == JobState.SUCCEEDED  # derived
+    assert (run.status_reason, run.status_message) == ("Completed", "run script exited 0")
     assert sync_task.apply().get()["checked"] == 0  # finished jobs are not polled again
 
 
@@ -96,15 +98,15 @@ def test_a_job_held_pending_is_flagged_after_the_deadline_with_the_reason(
     demo_simulator.tick()
     settings.RLARK_PENDING_DEADLINE = 3600
     sync_submitted_jobs()
-    job = job_of(record)
-    assert job.state == JobState.PENDING
-    assert job.pending_flagged is False
-    assert job.status_reason == "Unschedulable"
-    assert "needs 12 ready node(s)" in job.status_message
+    run = run_of(record)
+    assert run.state == JobState.PENDING
+    assert run.pending_flagged is False
+    assert run.status_reason == "Unschedulable"
+    assert "needs 12 ready node(s)" in run.status_message
     settings.RLARK_PENDING_DEADLINE = 0
     report = sync_submitted_jobs()
     assert report.flagged == 1
-    assert job_of(record).pending_flagged is True
+    assert run_of(record).pending_flagged is True
     change = record.status_changes.get()
     assert (change.phase, change.reason) == ("Pending", "Unschedulable")
 
@@ -120,11 +122,11 @@ def test_leaving_pending_clears_the_flag(
     settings.RLARK_PENDING_DEADLINE = 0
     record = submitted(demo_simulator, team, owner, admin_user, django_capture_on_commit_callbacks)
     sync_submitted_jobs()
-    assert job_of(record).pending_flagged is True
+    assert run_of(record).pending_flagged is True
     demo_simulator.tick()
     sync_submitted_jobs()
-    job = job_of(record)
-    assert (job.state, job.pending_flagged) == (JobState.RUNNING, False)
+    run = run_of(record)
+    assert (run.state, run.pending_flagged) == (JobState.RUNNING, False)
 
 
 def test_a_job_deleted_outside_rlark_is_recorded_as_gone(
@@ -142,7 +144,7 @@ def test_a_job_deleted_outside_rlark_is_recorded_as_gone(
     )
     sync_submitted_jobs()
     assert phases(record) == ["Gone"]
-    assert job_of(record).state == JobState.FAILED
+    assert run_of(record).state == JobState.FAILED
 
 
 def test_an_unreachable_cluster_changes_nothing_and_is_counted(

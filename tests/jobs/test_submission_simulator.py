@@ -70,7 +70,8 @@ def test_submit_creates_one_job_with_the_frozen_yaml(
     assert record.remote_uid == remote["metadata"]["uid"]
     assert attempts(record) == [(AttemptOutcome.CREATED, 201)]
     job.refresh_from_db()
-    assert (job.state, job.cluster, job.namespace) == (JobState.PENDING, CLUSTER, NAMESPACE)
+    assert job.run is not None
+    assert (job.state, job.run.cluster, job.run.namespace) == (JobState.PENDING, CLUSTER, NAMESPACE)
     for other in ("gpu-b", "cpu-c"):
         assert demo_simulator.created_bodies(other) == []
 

@@ -14,6 +14,7 @@ from pghistory.models import Events
 from jobs.drafts.services import job_create
 from jobs.models import Job, JobState
 from rlark_site.tenancy.models import Team
+from tests.jobs.records_support import run_record_for
 
 pytestmark = pytest.mark.django_db
 
@@ -72,9 +73,8 @@ def test_a_job_pending_too_long_is_flagged_with_its_reason(
     web: Client, team: Team, owner: Any
 ) -> None:
     job = draft(team, owner, "stuck-job")
-    Job.objects.filter(pk=job.pk).update(
-        state=JobState.PENDING, cluster="gpu-a", namespace="rl-gpu-a",
-        submitted_at=timezone.now(), pending_flagged=True,
+    run_record_for(
+        job, state=JobState.PENDING, submitted_at=timezone.now(), pending_flagged=True,
         status_reason="Unschedulable: 0/17 nodes are available",
     )
     html = web.get(reverse("jobs:list")).content.decode()
@@ -86,7 +86,7 @@ def test_a_job_pending_too_long_is_flagged_with_its_reason(
 
 def test_a_submitted_job_links_to_its_run_record(web: Client, team: Team, owner: Any) -> None:
     job = draft(team, owner, "sent-job")
-    Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING, cluster="gpu-a")
+    run_record_for(job, state=JobState.RUNNING)
     html = web.get(reverse("jobs:list")).content.decode()
     assert f'href="{reverse("jobs:run-record", kwargs={"name": "sent-job"})}">Run record' in html
     assert f'href="{reverse("jobs:job-detail", kwargs={"name": "sent-job"})}">sent-job' in html
