@@ -13,9 +13,10 @@ from django import template
 from django.utils.translation import gettext
 
 from clusters.models import VerificationState
-from jobs.models import AttemptOutcome, SubmissionState
+from jobs.models import AttemptOutcome, JobState, SubmissionState
 from jobs.records.checklist import ChecklistAnswer, checklist_answers
-from jobs.records.status import GONE_PHASE, PHASE_STATES
+from jobs.records.lifecycle import PHASE_STATES
+from jobs.records.status import GONE_PHASE
 
 register = template.Library()
 
@@ -24,7 +25,7 @@ register = template.Library()
 def phase_label(phase: str) -> str:
     """A Kubernetes phase (Pending, Running, ...) in the page's language."""
     if phase in PHASE_STATES:
-        return str(PHASE_STATES[phase].label)
+        return _label(JobState, PHASE_STATES[phase])
     return gettext("gone") if phase == GONE_PHASE else phase
 
 

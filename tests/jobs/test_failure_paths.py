@@ -70,19 +70,22 @@ def test_concurrent_cancels_delete_once_record_once_and_answer_409(
     assert RunRecord.objects.get(pk=record.pk).state == JobState.CANCELLED
 
 
+def forget_broker_connections() -> None:
+    """Make the app open its pools anew from `broker_url` (what Celery does after a fork)."""
+    celery_app._after_fork()
+
+
 @pytest.fixture
 def broker_down() -> Iterator[None]:
     """The Celery app publishing to an address where no broker listens."""
     working = celery_app.conf.broker_url
     celery_app.conf.broker_url = UNREACHABLE_BROKER
-    celery_app.pool.force_close_all()
-    celery_app._pool = None
+    forget_broker_connections()
     try:
         yield
     finally:
         celery_app.conf.broker_url = working
-        celery_app.pool.force_close_all()
-        celery_app._pool = None
+        forget_broker_connections()
 
 
 @pytest.mark.django_db
