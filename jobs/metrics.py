@@ -12,14 +12,13 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from jobs.models import AttemptOutcome, Job, JobState, RunRecord
+from jobs.records.lifecycle import ACTIVE_STATES
 from rlark_site import metrics
 
 SUBMISSIONS = "rlark_submissions"
 SUBMISSION_LATENCY = "rlark_submission_latency_seconds"
 LATENCY_BUCKETS = (0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0)
 _SUBMITTED = {AttemptOutcome.CREATED, AttemptOutcome.ALREADY_EXISTS}
-# Jobs whose status the sync follows.
-ACTIVE_STATES = (JobState.PENDING, JobState.RUNNING)
 
 
 def record_submission(*, run_record_id: int, outcome: str) -> None:
@@ -47,14 +46,15 @@ class JobsCollector(Collector):
     @staticmethod
     def _jobs_by_state() -> Metric:
         family = GaugeMetricFamily("rlark_jobs", "Jobs by state.", labels=["state"])
-        counts = dict(Job.objects.order_by().values_list("state").annotate(n=Count("id")))
+        counts = dict(RunRecord.objects.order_by().values_list("state").annotate(n=Count("id")))
+        counts[JobState.DRAFT] = Job.objects.filter(Job.in_state(JobState.DRAFT)).count()
         for state in JobState.values:
             family.add_metric([state], counts.get(state, 0))
         return family
 
     @staticmethod
     def _status_sync_lag() -> Metric:
-        oldest = Job.objects.filter(state__in=ACTIVE_STATES).aggregate(
+        oldest = RunRecord.objects.filter(state__in=ACTIVE_STATES).aggregate(
             oldest=Min(Coalesce("status_checked_at", "submitted_at")))["oldest"]
         lag = (timezone.now() - oldest).total_seconds() if oldest else 0.0
         return GaugeMetricFamily(

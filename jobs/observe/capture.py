@@ -211,8 +211,7 @@ def capture_cluster(credentials: Credentials, records: Sequence[RunRecord], *,
 
 def run_state(record: RunRecord) -> str:
     """The run's state as stored now."""
-    return str(RunRecord.objects.filter(pk=record.pk).values_list("job__state", flat=True)
-               .get())
+    return str(RunRecord.objects.filter(pk=record.pk).values_list("state", flat=True).get())
 
 
 def attempt_log(data: bytes | memoryview) -> str:

@@ -22,6 +22,7 @@ from jobs.models import Job, JobState, RunRecord
 from rlark_site import metrics
 from rlark_site.tenancy.models import Team
 from tests.factories import load_fleet_rows
+from tests.jobs.records_support import run_record_for
 
 TOKEN = "scrape-me"
 QUEUE = "metrics-test-queue"
@@ -117,9 +118,11 @@ def test_the_verification_queue_length_and_oldest_age(
 
 def _job(team: Team, owner: Any, name: str, state: str, checked_ago: float | None) -> Job:
     now = timezone.now()
-    return Job.objects.create(
-        team=team, name=name, created_by=owner, state=state, submitted_at=now,
-        status_checked_at=None if checked_ago is None else now - timedelta(seconds=checked_ago))
+    job = Job.objects.create(team=team, name=name, created_by=owner)
+    if state != JobState.DRAFT:
+        checked = None if checked_ago is None else now - timedelta(seconds=checked_ago)
+        run_record_for(job, state=state, submitted_at=now, status_checked_at=checked)
+    return job
 
 
 def test_jobs_by_state_and_the_status_sync_lag(
@@ -139,7 +142,7 @@ def test_jobs_by_state_and_the_status_sync_lag(
 def test_submissions_by_outcome_and_their_latency(
     db: None, client: Client, team: Team, owner: Any,
 ) -> None:
-    job = _job(team, owner, "ppo", JobState.PENDING, None)
+    job = _job(team, owner, "ppo", JobState.DRAFT, None)
     record = RunRecord.objects.create(
         team=team, job=job, job_name="ppo", cluster="gpu-a", namespace="rl", manifest_yaml="",
         manifest_sha256="0" * 64, frozen_by=owner)

@@ -185,10 +185,8 @@ def signed_in_on(web: str, session: requests.Session) -> bool:
 
 def settled(records: list[RunRecord]) -> Callable[[], bool]:
     def check() -> bool:
-        states = RunRecord.objects.filter(pk__in=[r.pk for r in records]).values_list(
-            "submission_state", flat=True
-        )
-        return all(s == SubmissionState.SUBMITTED for s in states)
+        stored = RunRecord.objects.filter(pk__in=[r.pk for r in records])
+        return all(r.submission_state == SubmissionState.SUBMITTED for r in stored)
 
     return check
 

@@ -71,7 +71,7 @@ def carry_back(apps: Any, schema_editor: Any) -> None:
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0002_job_status_checked_at_not_audited'),
+        ('jobs', '0004_pod_attempts'),
         ('tenancy', '0001_initial'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
