@@ -12,7 +12,7 @@ from django.utils import timezone
 from pghistory.models import Events
 
 from jobs.drafts.services import job_create
-from jobs.models import Job, JobState
+from jobs.models import Job, JobState, RunRecord
 from rlark_site.tenancy.models import Team
 from tests.jobs.records_support import run_record_for
 
@@ -108,11 +108,15 @@ def test_the_list_loads_in_a_bounded_number_of_queries(
 
 def _bulk_jobs(team: Team, owner: Any, count: int) -> None:
     """`count` jobs: odd ones Pending on gpu-a (every tenth of those flagged), even ones drafts."""
-    Job.objects.bulk_create([
-        Job(team=team, created_by=owner, name=f"bulk-{n:05d}", task_type="rl",
-            state=JobState.PENDING if n % 2 else JobState.DRAFT, cluster="gpu-a" if n % 2 else "",
-            namespace="rl-gpu-a" if n % 2 else "", pending_flagged=n % 20 == 1)
+    jobs = Job.objects.bulk_create([
+        Job(team=team, created_by=owner, name=f"bulk-{n:05d}", task_type="rl")
         for n in range(count)
+    ], batch_size=2000)
+    RunRecord.objects.bulk_create([
+        RunRecord(team=team, job=job, job_name=job.name, cluster="gpu-a", namespace="rl-gpu-a",
+                  manifest_yaml="", manifest_sha256="", frozen_by=owner, state=JobState.PENDING,
+                  pending_flagged=n % 20 == 1)
+        for n, job in enumerate(jobs) if n % 2
     ], batch_size=2000)
 
 
@@ -205,7 +209,7 @@ def test_only_drafts_are_deleted_and_only_the_teams(
     web: Client, team: Team, owner: Any, other_team: Team, outsider: Any
 ) -> None:
     sent = draft(team, owner, "sent-job")
-    Job.objects.filter(pk=sent.pk).update(state=JobState.PENDING)
+    run_record_for(sent, state=JobState.PENDING)
     theirs = draft(other_team, outsider, "their-draft")
     response = web.post(reverse("jobs:wizard-delete", kwargs={"name": "sent-job"}), follow=True)
     assert "only drafts can be changed or deleted" in response.content.decode()
