@@ -130,8 +130,7 @@ def scan_first_signals(*, now: datetime | None = None) -> int:
     """One scan for every Running run with a signal pattern; returns how many were scanned."""
     now = now or timezone.now()
     scanned = 0
-    for record in RunRecord.objects.filter(job__state=JobState.RUNNING,
-                                           cancelled_at__isnull=True):
+    for record in RunRecord.objects.filter(state=JobState.RUNNING):
         if run_state(record) != JobState.RUNNING:
             continue
         _ensure_watches(record, now)

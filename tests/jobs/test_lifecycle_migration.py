@@ -15,8 +15,8 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
-BEFORE = [("jobs", "0004_pod_attempts")]
-AFTER = [("jobs", "0005_run_record_owns_lifecycle")]
+BEFORE = [("jobs", "0005_signal_watches")]
+AFTER = [("jobs", "0006_run_record_owns_lifecycle")]
 LIFECYCLE = ("state", "cluster", "namespace", "submitted_at", "pending_since",
              "pending_flagged", "status_reason", "status_message", "status_checked_at")
 
