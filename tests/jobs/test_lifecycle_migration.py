@@ -15,8 +15,8 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
-BEFORE = [("jobs", "0005_signal_watches")]
-AFTER = [("jobs", "0006_run_record_owns_lifecycle")]
+BEFORE = [("jobs", "0006_audit_no_truncate")]
+AFTER = [("jobs", "0007_run_record_owns_lifecycle")]
 LIFECYCLE = ("state", "cluster", "namespace", "submitted_at", "pending_since",
              "pending_flagged", "status_reason", "status_message", "status_checked_at")
 

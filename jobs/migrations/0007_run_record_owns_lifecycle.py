@@ -71,7 +71,7 @@ def carry_back(apps: Any, schema_editor: Any) -> None:
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0005_signal_watches'),
+        ('jobs', '0006_audit_no_truncate'),
         ('tenancy', '0001_initial'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
