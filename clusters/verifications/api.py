@@ -16,6 +16,7 @@ from drf_spectacular.utils import (
     inline_serializer,
 )
 from rest_framework import serializers, status
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -53,7 +54,7 @@ from rlark_site.limits import (
     BoundedDictField,
 )
 from rlark_site.pagination import BoundedLimitOffsetPagination
-from rlark_site.tenancy.access import access_team, teams_for_user
+from rlark_site.tenancy.access import IsPlatformAdmin, access_team, teams_for_user
 from rlark_site.tenancy.models import Team
 
 
@@ -384,6 +385,8 @@ class VerificationDetailView(APIView):
 
 
 class VerificationApproveView(APIView):
+    permission_classes = [IsAuthenticated, IsPlatformAdmin]
+
     @extend_schema(request=ApproveSerializer, responses=VerificationDetailSerializer)
     def post(self, request: Request, verification_id: int) -> Response:
         """Approve (platform admins); 409 when the request is no longer pending."""
@@ -399,6 +402,8 @@ class VerificationApproveView(APIView):
 
 
 class VerificationRejectView(APIView):
+    permission_classes = [IsAuthenticated, IsPlatformAdmin]
+
     @extend_schema(request=RejectSerializer, responses=VerificationDetailSerializer)
     def post(self, request: Request, verification_id: int) -> Response:
         """Reject with a note (platform admins); 409 when the request is no longer pending."""

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 from django.db.models import Model, QuerySet
 from django.utils.translation import gettext as _
+from rest_framework.permissions import BasePermission
 
 from rlark_site.exceptions import AdminOnlyError, NotFoundError
 from rlark_site.tenancy.models import MemberRole, Membership, Team
@@ -29,6 +30,15 @@ def require_platform_admin(user: AnyUser) -> None:
     """
     if not is_platform_admin(user):
         raise AdminOnlyError(_("Only platform admins may do this."))
+
+
+class IsPlatformAdmin(BasePermission):
+    """DRF's face of `require_platform_admin`: admin-only endpoints answer 403 before anything
+    else (even before the body is validated)."""
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        require_platform_admin(request.user)
+        return True
 
 
 def teams_for_user(user: AnyUser) -> QuerySet[Team]:
