@@ -14,8 +14,9 @@ with RLARK_WEB_WORKERS / RLARK_WEB_THREADS) and drives `--clients` client thread
   job list (API), wizard step 2, live selector match (narrow and broad), admin queue (with
   the pending requests), manifest, run record, audit lookup (one job's trail).
 
-Prints requests/s, p50/p95/p99 and errors per route and in total for each configuration:
-today's single worker (1 worker, 8 threads) and the new default (the CPU-sized one).
+Prints requests/s, p50/p95/p99, errors and the largest answer (kB) per route and in total
+for each configuration: today's single worker (1 worker, 8 threads) and the new default
+(the CPU-sized one).
 Targets: p95 < 300 ms per route, 0 errors, total throughput >= 2x the single worker.
 The server is stopped and the scratch database dropped at the end.
 """
@@ -70,11 +71,13 @@ class Route:
 class Tally:
     latencies: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    largest: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def add(self, route: str, seconds: float, ok: bool) -> None:
+    def add(self, route: str, seconds: float, ok: bool, size: int) -> None:
         with self.lock:
             self.latencies[route].append(seconds)
+            self.largest[route] = max(self.largest[route], size)
             if not ok:
                 self.errors[route] += 1
 
@@ -246,10 +249,10 @@ def client_loop(base: str, index: int, plan: list[Route], data: dict[str, Any],
             response = session.request(route.method, base + route.path, json=route.body,
                                        headers=headers, cookies=cookies, timeout=60,
                                        allow_redirects=False)
-            ok = response.status_code == 200
+            ok, size = response.status_code == 200, len(response.content)
         except requests.RequestException:
-            ok = False
-        tally.add(route.name, time.perf_counter() - started, ok)
+            ok, size = False, 0
+        tally.add(route.name, time.perf_counter() - started, ok, size)
 
 
 def drive(base: str, plan: list[Route], data: dict[str, Any], *, clients: int,
@@ -268,7 +271,7 @@ def drive(base: str, plan: list[Route], data: dict[str, Any], *, clients: int,
 def report(title: str, tally: Tally, seconds: float) -> float:
     print(f"\n{title}")
     print(f"  {'route':16s} {'req/s':>7s} {'p50 ms':>8s} {'p95 ms':>8s} {'p99 ms':>8s} "
-          f"{'errors':>6s} {'requests':>8s}")
+          f"{'errors':>6s} {'requests':>8s} {'max kB':>7s}")
     everything: list[float] = []
     errors = 0
     for name, values in tally.latencies.items():
@@ -276,7 +279,7 @@ def report(title: str, tally: Tally, seconds: float) -> float:
         errors += tally.errors[name]
         print(f"  {name:16s} {len(values) / seconds:7.1f} {percentile(values, .5) * 1e3:8.0f} "
               f"{percentile(values, .95) * 1e3:8.0f} {percentile(values, .99) * 1e3:8.0f} "
-              f"{tally.errors[name]:6d} {len(values):8d}")
+              f"{tally.errors[name]:6d} {len(values):8d} {tally.largest[name] / 1000:7.1f}")
     total = len(everything) / seconds
     print(f"  {'all routes':16s} {total:7.1f} {percentile(everything, .5) * 1e3:8.0f} "
           f"{percentile(everything, .95) * 1e3:8.0f} {percentile(everything, .99) * 1e3:8.0f} "
