@@ -4,4 +4,5 @@ urlpatterns = [
     path("", include("jobs.drafts.api_urls")),
     path("", include("jobs.records.api_urls")),
     path("", include("jobs.observe.api_urls")),
+    path("", include("jobs.notify.api_urls")),
 ]

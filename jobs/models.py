@@ -345,6 +345,11 @@ class FirstRunCheck(models.Model):
 
 
 # The pod-attempt record lives beside the rest of live observation (jobs/observe/).
+from jobs.notify.models import EventKind as EventKind  # noqa: E402
+from jobs.notify.models import NotificationEvent as NotificationEvent  # noqa: E402
+from jobs.notify.models import NotificationPreference as NotificationPreference  # noqa: E402
+from jobs.notify.models import TeamWebhook as TeamWebhook  # noqa: E402
+from jobs.notify.models import WebhookDelivery as WebhookDelivery  # noqa: E402
 from jobs.observe.models import CaptureReason as CaptureReason  # noqa: E402
 from jobs.observe.models import FailureTag as FailureTag  # noqa: E402
 from jobs.observe.models import PodAttempt as PodAttempt  # noqa: E402

@@ -12,6 +12,7 @@ from typing import Any
 from celery import Task, shared_task
 
 from jobs.metrics import record_submission
+from jobs.notify.services import deliver_event, deliver_webhook
 from jobs.observe.signals import scan_first_signals
 from jobs.records.status import sync_submitted_jobs as sync_status
 from jobs.records.submission import stalled_run_record_ids, submit_attempt
@@ -52,3 +53,17 @@ def sync_submitted_jobs() -> dict[str, Any]:
 def sync_first_signals() -> int:
     """Look for the launch lists' expected first signals in Running jobs' Head Task logs."""
     return scan_first_signals()
+
+
+@shared_task(bind=True, name="jobs.tasks.notify_event", acks_late=True)
+def notify_event(self: Task, event_id: int) -> None:
+    """Email the users who chose the event and queue its team webhook delivery."""
+    deliver_event(event_id)
+
+
+@shared_task(bind=True, name="jobs.tasks.notify_webhook", acks_late=True, max_retries=None)
+def notify_webhook(self: Task, delivery_id: int) -> None:
+    """One try of a webhook delivery; retried with backoff until delivered or given up."""
+    retry_in = deliver_webhook(delivery_id)
+    if retry_in is not None:
+        raise self.retry(countdown=retry_in, max_retries=None)

@@ -43,6 +43,7 @@ __all__ = [
     "attempt_log",
     "capture_attempts",
     "capture_cluster",
+    "run_flags",
 ]
 
 logger = logging.getLogger(__name__)
@@ -212,6 +213,13 @@ def capture_cluster(credentials: Credentials, records: Sequence[RunRecord], *,
 def run_state(record: RunRecord) -> str:
     """The run's state as stored now."""
     return str(RunRecord.objects.filter(pk=record.pk).values_list("state", flat=True).get())
+
+
+def run_flags(record: RunRecord) -> tuple[str, bool]:
+    """The run's state and Pending flag as stored now."""
+    state, flagged = RunRecord.objects.filter(pk=record.pk).values_list(
+        "state", "pending_flagged").get()
+    return str(state), bool(flagged)
 
 
 def attempt_log(data: bytes | memoryview) -> str:

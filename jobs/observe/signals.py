@@ -28,7 +28,8 @@ from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
 
 from clusters.k8s import BadRequest, KubeError, NotFound, read_pod_log
-from jobs.models import JobState, RunRecord
+from jobs.models import EventKind, JobState, RunRecord
+from jobs.notify.services import emit
 from jobs.observe import conf
 from jobs.observe.capture import run_state
 from jobs.observe.live import record_credentials
@@ -124,6 +125,10 @@ def _finish(watch: SignalWatch, *, state: SignalState, now: datetime, **fields: 
             state=state, checked_at=now, scanned_until=watch.scanned_until, **fields)
     if claimed:
         logger.info("first signal %s of %s: %s", watch.index, watch.run_record_id, state)
+        watch.refresh_from_db()
+        kind = EventKind.SIGNAL_SEEN if state == SignalState.SEEN else EventKind.SIGNAL_MISSED
+        emit(kind=kind, record=watch.run_record, key=f"{kind}:{watch.run_record_id}:{watch.index}",
+             details={"signal": watch.signal, "evidence": describe(watch)})
 
 
 def scan_first_signals(*, now: datetime | None = None) -> int:

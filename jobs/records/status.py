@@ -25,6 +25,7 @@ from clusters.credentials import CredentialError, credentials_for
 from clusters.k8s import Credentials, KubeError, NotFound, get_job
 from clusters.models import Cluster
 from jobs.models import JobState, RunRecord, StatusChange
+from jobs.notify.services import emit_run_changes
 from jobs.observe.capture import capture_cluster
 from jobs.records import conf
 from jobs.records.lifecycle import ACTIVE_STATES, FINAL_STATES, PHASE_STATES, move
@@ -192,5 +193,6 @@ def sync_submitted_jobs(*, now: datetime | None = None) -> SyncReport:
         checked, changed, unreachable = checked + done, changed + moved, unreachable + lost
         if not lost:
             capture_cluster(credentials, members, final_states=FINAL_STATES)
+        emit_run_changes(members)
     flagged = flag_overdue_pending(now=timezone.now())
     return SyncReport(checked=checked, changed=changed, unreachable=unreachable, flagged=flagged)

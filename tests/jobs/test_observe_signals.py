@@ -14,7 +14,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs.models import RunRecord, SignalState, SignalWatch
+from jobs.models import NotificationEvent, RunRecord, SignalState, SignalWatch
 from jobs.observe import patterns
 from jobs.observe.patterns import find_line, parse_pattern, pattern_problem
 from jobs.observe.signals import scan_first_signals
@@ -106,6 +106,9 @@ def test_the_signal_is_found_in_the_head_log_incrementally(demo_simulator: Any,
                                                      "step 1 reward mean=0.125")
     assert watch.seen_at is not None and first_until is not None
     assert watch.seen_at > first_until
+    event = NotificationEvent.objects.get(kind="signal_seen")
+    assert event.key == f"signal_seen:{watched.pk}:0"
+    assert "step 1 reward mean=0.125" in event.payload["evidence"]
     since = [r["query"].get("sinceTime") for r in demo_simulator.requests(CLUSTER)
              if r["path"].endswith(f"{HEAD_POD}/log")]
     assert since[0] is None and since[1] is not None
@@ -116,6 +119,7 @@ def test_a_signal_not_seen_in_time_is_missed(demo_simulator: Any, watched: RunRe
     scan_first_signals()
     scan_first_signals(now=timezone.now() + timedelta(minutes=11))
     assert watch_of(watched).state == SignalState.MISSED
+    assert NotificationEvent.objects.filter(kind="signal_missed").count() == 1
 
 
 @pytest.mark.django_db

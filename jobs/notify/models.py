@@ -1,0 +1,97 @@
+"""Notifications: one row per event (its unique key is the exactly-once claim), per-team
+webhooks with their delivery log, and each user's choice of events that email them.
+
+Imported by `jobs.models` (same app, `jobs`)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from rlark_site.audit.tracking import audited
+from rlark_site.tenancy.models import Team
+
+
+class EventKind(models.TextChoices):
+    JOB_RUNNING = "job_running", _("job Running")
+    JOB_FAILED = "job_failed", _("job Failed")
+    JOB_SUCCEEDED = "job_succeeded", _("job Succeeded")
+    PENDING_OVERDUE = "pending_overdue", _("job Pending past the deadline")
+    SIGNAL_SEEN = "signal_seen", _("first signal seen")
+    SIGNAL_MISSED = "signal_missed", _("first signal missed")
+
+
+class NotificationEvent(models.Model):
+    """Something worth telling a team; `key` is unique, so each event is sent once."""
+
+    key = models.CharField(max_length=200, unique=True)
+    kind = models.CharField(max_length=30, choices=EventKind.choices)
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
+    run_record = models.ForeignKey(
+        "jobs.RunRecord", on_delete=models.CASCADE, related_name="notification_events"
+    )
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+    emailed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        app_label = "jobs"
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.key
+
+
+@audited(exclude=["secret_encrypted"])
+class TeamWebhook(models.Model):
+    team = models.OneToOneField(Team, on_delete=models.CASCADE, related_name="webhook")
+    url = models.URLField(max_length=500)
+    secret_encrypted = models.TextField()
+    enabled = models.BooleanField(default=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        app_label = "jobs"
+
+    def __str__(self) -> str:
+        return f"{self.team_id}: {self.url}"
+
+
+class WebhookDelivery(models.Model):
+    """One event's delivery to one team webhook: tries, last status code, outcome."""
+
+    event = models.ForeignKey(NotificationEvent, on_delete=models.CASCADE,
+                              related_name="deliveries")
+    webhook = models.ForeignKey(TeamWebhook, on_delete=models.CASCADE, related_name="deliveries")
+    url = models.URLField(max_length=500)
+    attempts = models.PositiveIntegerField(default=0)
+    status_codes = models.JSONField(default=list)  # one per try; null when no answer
+    last_error = models.TextField(blank=True, default="")
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    gave_up_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        app_label = "jobs"
+        ordering = ["-created_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["event", "webhook"],
+                                               name="unique_delivery")]
+
+    def __str__(self) -> str:
+        return f"{self.event_id} -> {self.url}"
+
+
+class NotificationPreference(models.Model):
+    """The events that email one user (none unless chosen), and the language of the mail."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                                related_name="notification_preference")
+    email_events = models.JSONField(default=list)
+    language = models.CharField(max_length=10, default="en")
+
+    class Meta:
+        app_label = "jobs"
+
+    def __str__(self) -> str:
+        return f"{self.user_id}: {', '.join(self.email_events)}"

@@ -1,0 +1,203 @@
+"""Emitting and delivering notifications.
+
+**Exactly once.** An event is a `NotificationEvent` row whose `key` names it (`job_running:<run
+record id>`, ...) and is unique: `emit` inserts it inside the caller's transaction and queues
+its delivery only when the insert happened, after the commit. Emitting is therefore safe to
+repeat (every status pass may), and a rolled-back change sends nothing. Email is claimed with a
+conditional update of `emailed_at`, webhook deliveries are unique per (event, webhook) and
+succeed once: a re-delivered task message does not send twice.
+
+**Webhooks** get `POST <url>` with a JSON body `{event, kind, team, job, run_record, state,
+at, ...}` and headers `X-RLark-Event` (the key), `X-RLark-Timestamp` (Unix seconds) and
+`X-RLark-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<body>" with the team's secret>`.
+Anything but a 2xx is retried by Celery with exponential backoff (`WEBHOOK_TRIES` tries),
+each try logged in the delivery log with its status code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import urllib3
+from celery import current_app
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import transaction
+from django.db.models import F
+from django.template.loader import render_to_string
+from django.utils import timezone, translation
+
+from clusters.credentials import decrypt, encrypt
+from jobs.models import (
+    EventKind,
+    JobState,
+    NotificationEvent,
+    NotificationPreference,
+    RunRecord,
+    TeamWebhook,
+    WebhookDelivery,
+)
+from jobs.observe.capture import run_flags
+
+__all__ = [
+    "WEBHOOK_TRIES",
+    "deliver_event",
+    "deliver_webhook",
+    "emit",
+    "emit_run_changes",
+    "sign",
+]
+
+WEBHOOK_TRIES = 5
+WEBHOOK_TIMEOUT = 5.0
+_STATE_EVENTS = {
+    JobState.RUNNING: EventKind.JOB_RUNNING,
+    JobState.FAILED: EventKind.JOB_FAILED,
+    JobState.SUCCEEDED: EventKind.JOB_SUCCEEDED,
+}
+
+
+def sign(secret: str, timestamp: str, body: bytes) -> str:
+    digest = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
+    return "sha256=" + digest.hexdigest()
+
+
+def _queue(task: str, object_id: int) -> None:
+    """Queue a task of `jobs.tasks` by name (it imports this module); routed to the
+    `notifications` queue by `CELERY_TASK_ROUTES`."""
+    current_app.tasks[task].delay(object_id)
+
+
+def emit(*, kind: EventKind, record: RunRecord, key: str = "",
+         details: dict[str, Any] | None = None) -> bool:
+    """Record the event once (by key) and queue its delivery after the commit."""
+    payload = {"kind": str(kind), "team": record.team.slug, "job": record.job_name,
+               "run_record": record.pk, "cluster": record.cluster, **(details or {})}
+    with transaction.atomic():
+        event, created = NotificationEvent.objects.get_or_create(
+            key=key or f"{kind}:{record.pk}",
+            defaults={"kind": kind, "team": record.team, "run_record": record,
+                      "payload": payload},
+        )
+        if created:
+            transaction.on_commit(lambda: _queue("jobs.tasks.notify_event", event.pk))
+    return created
+
+
+def emit_run_changes(records: Iterable[RunRecord]) -> int:
+    """Emit the state events the runs have reached (each once, by key)."""
+    emitted = 0
+    for record in records:
+        state, flagged = run_flags(record)
+        kind = _STATE_EVENTS.get(JobState(state)) if state in JobState.values else None
+        if kind is not None:
+            emitted += emit(kind=kind, record=record, details={"state": state})
+        if flagged:
+            emitted += emit(kind=EventKind.PENDING_OVERDUE, record=record,
+                            details={"state": state})
+    return emitted
+
+
+def _recipients(event: NotificationEvent) -> list[NotificationPreference]:
+    return [
+        pref for pref in NotificationPreference.objects.filter(
+            user__memberships__team=event.team).select_related("user")
+        if event.kind in pref.email_events and pref.user.email
+    ]
+
+
+def _send_emails(event: NotificationEvent) -> int:
+    claimed = NotificationEvent.objects.filter(pk=event.pk, emailed_at__isnull=True).update(
+        emailed_at=timezone.now())
+    if not claimed:
+        return 0
+    sent = 0
+    for pref in _recipients(event):
+        with translation.override(pref.language):
+            context = {"event": event, "kind": EventKind(event.kind).label,
+                       "payload": event.payload, "base_url": settings.RLARK_BASE_URL}
+            subject = render_to_string("jobs/notify/email_subject.txt", context).strip()
+            body = render_to_string("jobs/notify/email_body.txt", context)
+        sent += send_mail(subject, body, None, [pref.user.email])
+    return sent
+
+
+def deliver_event(event_id: int) -> None:
+    """Email the users who chose this event; queue one delivery per enabled team webhook."""
+    event = NotificationEvent.objects.select_related("team").get(pk=event_id)
+    _send_emails(event)
+    webhook = TeamWebhook.objects.filter(team=event.team, enabled=True).first()
+    if webhook is None:
+        return
+    delivery, created = WebhookDelivery.objects.get_or_create(
+        event=event, webhook=webhook, defaults={"url": webhook.url})
+    if created:
+        _queue("jobs.tasks.notify_webhook", delivery.pk)
+
+
+def _body(event: NotificationEvent) -> bytes:
+    document = {"event": event.key, "at": event.created_at.isoformat(), **event.payload}
+    return json.dumps(document, sort_keys=True).encode()
+
+
+def _post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int | None, str]:
+    """POST without following redirects or retrying (Celery retries); (status, error)."""
+    if not url.startswith(("https://", "http://")):
+        return None, "not an http(s) URL"
+    try:
+        response = urllib3.request(
+            "POST", url, body=body, headers={"Content-Type": "application/json", **headers},
+            timeout=WEBHOOK_TIMEOUT, retries=False, redirect=False,
+        )
+    except urllib3.exceptions.HTTPError as exc:
+        return None, str(exc)
+    return response.status, "" if 200 <= response.status < 300 else f"HTTP {response.status}"
+
+
+def deliver_webhook(delivery_id: int) -> float | None:
+    """One try of a webhook delivery; the pause before the next try, or None when done."""
+    delivery = WebhookDelivery.objects.select_related("event", "webhook").get(pk=delivery_id)
+    if delivery.delivered_at is not None or delivery.gave_up_at is not None:
+        return None
+    body = _body(delivery.event)
+    timestamp = str(int(time.time()))
+    secret = decrypt(delivery.webhook.secret_encrypted)
+    status, error = _post(delivery.url, body, {
+        "X-RLark-Event": delivery.event.key, "X-RLark-Timestamp": timestamp,
+        "X-RLark-Signature": sign(secret, timestamp, body),
+    })
+    ok = status is not None and 200 <= status < 300
+    tries = delivery.attempts + 1
+    now = timezone.now()
+    WebhookDelivery.objects.filter(pk=delivery.pk).update(
+        attempts=F("attempts") + 1, status_codes=[*delivery.status_codes, status],
+        last_error="" if ok else error or f"HTTP {status}",
+        delivered_at=now if ok else None,
+        gave_up_at=now if not ok and tries >= WEBHOOK_TRIES else None,
+    )
+    if ok or tries >= WEBHOOK_TRIES:
+        return None
+    return float(settings.RLARK_WEBHOOK_RETRY_BASE) * 2 ** (tries - 1)
+
+
+def webhook_set(*, team: Any, url: str, secret: str, enabled: bool) -> TeamWebhook:
+    """Set (or replace) the team's webhook; the secret is stored encrypted."""
+    with transaction.atomic():
+        webhook, _created = TeamWebhook.objects.update_or_create(
+            team=team, defaults={"url": url, "secret_encrypted": encrypt(secret),
+                                 "enabled": enabled})
+    return webhook
+
+
+def preferences_set(*, user: Any, email_events: list[str], language: str
+                    ) -> NotificationPreference:
+    with transaction.atomic():
+        preference, _created = NotificationPreference.objects.update_or_create(
+            user=user, defaults={"email_events": sorted(set(email_events)),
+                                 "language": language})
+    return preference
