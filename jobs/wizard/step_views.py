@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.contrib import messages
@@ -287,8 +287,15 @@ def common_findings(request: HttpRequest, *, job: Job) -> HttpResponse:
                   {"fields": [fields[path] for path in _COMMON_PATHS]})
 
 
+HEADER_REPLICAS = "header.replicas"
+
+
 def _common_fields(findings: Sequence[FindingView]) -> FieldMap:
-    return FieldMap(findings, _COMMON_PATHS, hints=["run_script", "network_domain"],
+    """Step 3's fields; the Header role's replicas are judged where the Header role is chosen,
+    so `header.replicas` (about that role's selector) shows beside the choice too."""
+    shown = [replace(f, field="header_role") if f.code == HEADER_REPLICAS else f
+             for f in findings]
+    return FieldMap(shown, _COMMON_PATHS, hints=["run_script", "network_domain"],
                     include=lambda f: f.place.step == STEP_COMMON or f.field == "header_role")
 
 

@@ -123,6 +123,25 @@ def test_step_3_findings_follow_the_form_without_saving(
     assert (job.run_script, job.ssh_key_names, job.launch_list) == ("python x.py", [], None)
 
 
+def test_step_3_checks_the_replicas_of_the_role_chosen_as_header_there(
+    web: Client, fleet: list[Cluster], team: Team, member: Any
+) -> None:
+    job_create(team=team, user=member, data={
+        "name": "header-switch", "task_type": "custom", "header_role": "Head", "roles": [
+            {"name": "Head", "cluster": "gpu-a",
+             "selector": {"kubernetes.io/hostname": "a-head-01"}},
+            {"name": "Pool", "cluster": "cpu-c", "selector": {"rlinf.io/pool": "env-c"}},
+        ]})
+    live = reverse("jobs:wizard-common-findings", kwargs={"name": "header-switch"})
+    fine = web.post(live, {"header_role": "Head", "run_script": "x"}).content.decode()
+    assert "header.replicas" not in _live_findings(fine, "header_role")
+    switched = web.post(live, {"header_role": "Pool", "run_script": "x"}).content.decode()
+    assert "header.replicas" in _live_findings(switched, "header_role")
+    assert "it matches 10." in _live_findings(switched, "header_role")
+    page = web.get(url("header-switch", 3)).content.decode()
+    assert "header.replicas" not in page.split('id="f-header_role-findings"')[1].split("</div>")[0]
+
+
 def test_step_3_live_findings_are_for_drafts_of_the_team_only(
     client: Client, outsider: Any, team: Team, member: Any
 ) -> None:
