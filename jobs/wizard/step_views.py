@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
 
-from jobs.context import evaluate
+from jobs.context import evaluate, name_findings, name_is_taken
 from jobs.core.render import Manifest, build_manifest
 from jobs.core.spec import TASK_TYPES
 from jobs.drafts.services import job_create, job_preview, job_update
@@ -165,7 +165,8 @@ def basics(request: HttpRequest, *, team: Team, job: Job | None) -> HttpResponse
     state, action = _posted_basics(form, job)
     refusals = _apply_action(state, action)
     if refusals or (job is None and action):
-        return _render_basics(request, job=job, state=state, findings=refusals,
+        kept = _name_views(state.name) if job is None else []  # "Apply type" keeps them
+        return _render_basics(request, job=job, state=state, findings=[*refusals, *kept],
                               status=400 if refusals else 200)
     goto = parse_goto(form.cleaned_data.get("goto", ""))
     target = STEP_ROLES if action or state.kept_roles else target_step(goto, current=STEP_ROLES)
@@ -182,6 +183,11 @@ def basics(request: HttpRequest, *, team: Team, job: Job | None) -> HttpResponse
         messages.info(request, _("The job type changed; the roles were kept because they are "
                                  "already configured."))
     return _saved(job, target, goto)
+
+
+def _name_views(name: str) -> list[FindingView]:
+    """The name's findings for a job not saved yet (what saving it would say)."""
+    return finding_views(name_findings(name, taken=name_is_taken(name))) if name else []
 
 
 def _render_basics(request: HttpRequest, *, job: Job | None, state: BasicsState,

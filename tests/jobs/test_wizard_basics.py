@@ -95,6 +95,20 @@ def test_changing_the_type_of_a_new_draft_resets_the_roles(web: Client) -> None:
     assert not Job.objects.exists()
 
 
+def test_apply_type_keeps_the_name_error_of_a_new_draft(
+    web: Client, team: Team, member: Any
+) -> None:
+    job_create(team=team, user=member, data={"name": "taken-name"})
+    for name, code in (("Bad_Name", "job.name.invalid"), ("taken-name", "job.name.taken")):
+        html = web.post(NEW, basics(name, ["Actor", "Rollout", "Environment"],
+                                    task_type="evaluation", previous="rl",
+                                    action="change-type")).content.decode()
+        assert code in html.split('id="f-name-findings"')[1].split("</div>")[0]
+    fine = web.post(NEW, basics("free-name", ["Actor"], task_type="evaluation", previous="rl",
+                                action="change-type")).content.decode()
+    assert "job.name." not in fine.split('id="f-name-findings"')[1].split("</div>")[0]
+
+
 def test_changing_the_type_keeps_roles_that_are_configured(
     web: Client, team: Team, member: Any
 ) -> None:
