@@ -47,6 +47,8 @@ AUTH_PASSWORD_VALIDATORS = [
 AUTHENTICATION_BACKENDS = [
     "rlark_site.tenancy.backends.LoginLockoutBackend",
     "django.contrib.auth.backends.ModelBackend",
+    # OpenID Connect sign-in (rlark_site/settings/sso.py; answers nothing while SSO is off).
+    "rlark_site.sso.OIDCBackend",
 ]
 AXES_FAILURE_LIMIT = env_int("RLARK_LOGIN_FAILURE_LIMIT", 10)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("RLARK_LOGIN_COOLOFF_MINUTES", 15))
