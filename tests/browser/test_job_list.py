@@ -13,6 +13,7 @@ from jobs.models import Job, JobState
 from rlark_site.tenancy.models import Team
 from tests.browser.conftest import login, screenshot
 from tests.conftest import PASSWORD
+from tests.jobs.records_support import run_record_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -25,8 +26,8 @@ def jobs(team: Team, owner: Any, member: Any) -> None:
         "name": "abandoned-draft", "task_type": "custom",
         "roles": [{"name": "Env", "cluster": "cpu-c"}]})
     stuck = job_create(team=team, user=owner, data={"name": "stuck-run", "task_type": "rl"})
-    Job.objects.filter(pk=stuck.pk).update(state=JobState.PENDING, cluster="gpu-a",
-                                           pending_flagged=True, status_reason="Unschedulable")
+    run_record_for(stuck, state=JobState.PENDING, pending_flagged=True,
+                   status_reason="Unschedulable")
 
 
 def _journey(page: Page, live_server: Any, member: Any, lang: str) -> None:
