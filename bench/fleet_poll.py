@@ -143,7 +143,7 @@ def run(args: argparse.Namespace, database: str) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         fleet_path = Path(scratch) / "fleet.yaml"
         fleet_path.write_text(yaml.safe_dump(document))
-        simulator = start_simulator_process(fleet_path, 0, timeout=120)
+        simulator = start_simulator_process(fleet_path, 0, timeout=900)  # 100k nodes load slowly
         try:
             call_command("register_fleet", fleet=str(fleet_path), simulator_url=simulator.base_url)
             print(f"{args.clusters} clusters x {args.nodes} nodes; {args.workers} worker "
