@@ -14,7 +14,8 @@ from celery import Task, shared_task
 from jobs.metrics import record_submission
 from jobs.notify.services import deliver_event, deliver_webhook
 from jobs.observe.signals import scan_first_signals
-from jobs.records.status import sync_submitted_jobs as sync_status
+from jobs.records import conf
+from jobs.records.status import clusters_with_active_runs, flag_overdue_pending, sync_cluster
 from jobs.records.submission import stalled_run_record_ids, submit_attempt
 
 
@@ -43,10 +44,23 @@ def resume_stalled_submissions() -> int:
     return len(ids)
 
 
-@shared_task(name="jobs.tasks.sync_submitted_jobs")
-def sync_submitted_jobs() -> dict[str, Any]:
-    """Poll every submitted Job's status once; flag jobs Pending past the deadline."""
-    return sync_status()._asdict()
+@shared_task(name="jobs.tasks.sync_submitted_jobs", ignore_result=True)
+def sync_submitted_jobs() -> list[str]:
+    """Fan out: one status sync task per cluster with active runs; flag runs Pending too long.
+
+    A cluster's task expires after one interval, so a slow cluster's passes never pile up.
+    """
+    clusters = clusters_with_active_runs()
+    for cluster in clusters:
+        sync_cluster_status.apply_async(args=[cluster], expires=conf.status_poll_interval())
+    flag_overdue_pending()
+    return clusters
+
+
+@shared_task(name="jobs.tasks.sync_cluster_status")
+def sync_cluster_status(cluster: str) -> dict[str, Any]:
+    """One status pass over a cluster's active runs (one listing per namespace)."""
+    return sync_cluster(cluster=cluster)._asdict()
 
 
 @shared_task(name="jobs.tasks.sync_first_signals")

@@ -14,6 +14,16 @@ def kube_timeout() -> float:
     return float(settings.RLARK_KUBE_TIMEOUT)
 
 
+def status_poll_interval() -> float:
+    """Seconds between status sync passes (beat); a cluster's pass expires after one."""
+    return float(settings.RLARK_STATUS_POLL_INTERVAL)
+
+
+def status_page_size() -> int:
+    """Jobs per list request of the status sync."""
+    return max(1, int(settings.RLARK_STATUS_PAGE_SIZE))
+
+
 def pending_deadline() -> float:
     """Seconds a job may stay Pending before it is flagged."""
     return float(settings.RLARK_PENDING_DEADLINE)

@@ -1,28 +1,37 @@
-"""Status sync: poll submitted Jobs, record phase changes, flag jobs stuck in Pending.
+"""Status sync: follow submitted Jobs, record phase changes, flag runs stuck in Pending.
+
+One pass per cluster (`sync_cluster`, one Celery task per cluster fanned out by beat): the
+cluster's active runs are read from the database, every namespace they live in is listed
+once through the gateway (`clusters.k8s.list_jobs`, paged, one try: the next pass is the
+retry), and what changed is applied in bulk. A run whose Job is missing from its
+namespace's listing is recorded as gone (phase `Gone`, the run fails), as a 404 was when
+each Job was read on its own. When a cluster does not answer, its runs wait for the next
+pass; other clusters have their own tasks. After a cluster's Jobs are observed, their pods
+are kept as attempts in the run records (`jobs.observe.capture.capture_cluster`: one pods list
+per namespace).
 
 Only changes are written: a `StatusChange` row when the phase differs from the last one
 recorded, and the run's state (through the run state machine, `jobs.records.lifecycle`),
-reason and flags when they differ from what is stored. A
-pass reads each active Job once (`get_job`, one try: the next pass is the retry); when a
-cluster does not answer, the rest of its Jobs wait for the next pass and other clusters
-go on. Overlapping passes are safe: each change is applied under a row lock on the run
-record and compared with the last recorded phase first.
+reason and flags when they differ from what is stored. Overlapping passes are safe: the
+runs to change are locked and compared again (state, last phase) before anything is
+written.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from itertools import groupby
 from typing import Any, NamedTuple
 
 from django.db import transaction
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from clusters.credentials import CredentialError, credentials_for
-from clusters.k8s import Credentials, KubeError, NotFound, get_job
+from clusters.k8s import Credentials, KubeError, NotFound, list_jobs
 from clusters.models import Cluster
 from jobs.models import JobState, RunRecord, StatusChange
 from jobs.notify.services import emit_run_changes
@@ -32,10 +41,14 @@ from jobs.records.lifecycle import ACTIVE_STATES, FINAL_STATES, PHASE_STATES, mo
 
 __all__ = [
     "GONE_PHASE",
+    "Observation",
     "SyncReport",
+    "apply_observations",
+    "clusters_with_active_runs",
     "flag_overdue_pending",
-    "observe_job",
+    "observation",
     "scheduling_reason",
+    "sync_cluster",
     "sync_submitted_jobs",
 ]
 
@@ -52,6 +65,15 @@ class SyncReport(NamedTuple):
     flagged: int
 
 
+class Observation(NamedTuple):
+    """What the cluster says about one run's Job; `state` None for a phase RLark does not map."""
+
+    phase: str
+    state: str | None
+    reason: str
+    message: str
+
+
 def scheduling_reason(status: Mapping[str, Any]) -> tuple[str, str]:
     """The (reason, message) the cluster reports: `status.reason`, else a failing condition."""
     reason, message = status.get("reason"), status.get("message")
@@ -63,61 +85,77 @@ def scheduling_reason(status: Mapping[str, Any]) -> tuple[str, str]:
     return "", ""
 
 
-def _last_phase(record: RunRecord) -> str | None:
-    last = record.status_changes.order_by("-observed_at", "-id").first()
-    return last.phase if last is not None else None
+def observation(remote: Mapping[str, Any] | None) -> Observation | None:
+    """A Job as listed (None: missing, so gone) read as an observation; None without a phase."""
+    if remote is None:
+        return Observation(
+            GONE_PHASE, JobState.FAILED, "NotFound",
+            _("The Job is no longer on its cluster (deleted outside RLark)."),
+        )
+    status = remote.get("status") or {}
+    phase = str(status.get("phase") or "")
+    if not phase:
+        return None
+    reason, message = scheduling_reason(status)
+    return Observation(phase, PHASE_STATES.get(phase), reason[:_REASON_MAX], message)
 
 
-def _apply(record: RunRecord, *, state: str, reason: str, message: str,
-           now: datetime) -> list[str]:
-    """Move the run to `state` and store what the cluster says; the names of changed fields."""
-    changed = move(record, state, now=now)
-    for field, value in (("status_reason", reason[:_REASON_MAX]), ("status_message", message)):
+def _with_last_phase(records: QuerySet[RunRecord]) -> QuerySet[RunRecord]:
+    last = StatusChange.objects.filter(run_record=OuterRef("pk")).order_by("-observed_at", "-id")
+    return records.annotate(last_phase=Subquery(last.values("phase")[:1]))
+
+
+def _differs(record: RunRecord, seen: Observation) -> bool:
+    return (
+        getattr(record, "last_phase", None) != seen.phase
+        or (seen.state is not None and seen.state != record.state)
+        or (record.status_reason, record.status_message) != (seen.reason, seen.message)
+    )
+
+
+def _apply(record: RunRecord, seen: Observation, now: datetime) -> list[str]:
+    """Move the run and store what the cluster says (in memory); the names of changed fields."""
+    changed = move(record, seen.state or record.state, now=now)
+    for field, value in (("status_reason", seen.reason), ("status_message", seen.message)):
         if getattr(record, field) != value:
             setattr(record, field, value)
             changed.append(field)
     return changed
 
 
-def _record(record: RunRecord, *, phase: str, state: str | None, reason: str, message: str,
-            now: datetime) -> bool:
-    """Apply one observation under the record's row lock; True when anything changed.
+def apply_observations(observations: Mapping[int, Observation], *,
+                       now: datetime | None = None) -> int:
+    """Apply observations keyed by run record id in one transaction; how many runs changed.
 
-    `state` None: a phase RLark does not know, recorded in the history without a move.
+    The runs are locked and read again, so a run cancelled or finished meanwhile is left
+    alone and a phase another pass recorded is not recorded twice.
     """
-    with transaction.atomic():
-        locked = RunRecord.objects.select_for_update().get(pk=record.pk)
-        if locked.state not in ACTIVE_STATES:
-            return False
-        phase_changed = _last_phase(locked) != phase
-        if phase_changed:
-            StatusChange.objects.create(
-                run_record=locked, phase=phase, reason=reason[:_REASON_MAX], message=message
-            )
-        fields = _apply(locked, state=state or locked.state, reason=reason, message=message,
-                        now=now)
-        if fields:
-            locked.status_checked_at = now
-            locked.save(update_fields=[*fields, "status_checked_at"])
-        return phase_changed or bool(fields)
-
-
-def observe_job(record: RunRecord, remote: Mapping[str, Any] | None, *,
-                now: datetime | None = None) -> bool:
-    """Record what the cluster says about a run's Job (None: the Job is gone)."""
     now = now or timezone.now()
-    if remote is None:
-        return _record(
-            record, phase=GONE_PHASE, state=JobState.FAILED, reason="NotFound",
-            message=_("The Job is no longer on its cluster (deleted outside RLark)."), now=now,
+    if not observations:
+        return 0
+    with transaction.atomic():
+        locked = _with_last_phase(
+            RunRecord.objects.select_for_update(of=("self",))
+            .filter(pk__in=list(observations), state__in=ACTIVE_STATES)
+            .order_by("pk")
         )
-    status = remote.get("status") or {}
-    phase = str(status.get("phase") or "")
-    if not phase:
-        return False
-    reason, message = scheduling_reason(status)
-    return _record(record, phase=phase, state=PHASE_STATES.get(phase), reason=reason,
-                   message=message, now=now)
+        history: list[StatusChange] = []
+        updated: list[RunRecord] = []
+        fields: set[str] = set()
+        for record in locked:
+            seen = observations[record.pk]
+            if getattr(record, "last_phase", None) != seen.phase:
+                history.append(StatusChange(run_record=record, phase=seen.phase,
+                                            reason=seen.reason, message=seen.message))
+            changed = _apply(record, seen, now)
+            if changed:
+                record.status_checked_at = now
+                updated.append(record)
+                fields.update(changed)
+        StatusChange.objects.bulk_create(history)
+        if updated:
+            RunRecord.objects.bulk_update(updated, [*sorted(fields), "status_checked_at"])
+    return len({change.run_record_id for change in history} | {record.pk for record in updated})
 
 
 def flag_overdue_pending(*, now: datetime | None = None) -> int:
@@ -136,9 +174,11 @@ def flag_overdue_pending(*, now: datetime | None = None) -> int:
     return flagged
 
 
-def _active_records() -> list[RunRecord]:
+def clusters_with_active_runs() -> list[str]:
+    """The clusters that have a pending or running run: one sync task each."""
     return list(
-        RunRecord.objects.filter(state__in=ACTIVE_STATES).order_by("cluster", "pk")
+        RunRecord.objects.filter(state__in=ACTIVE_STATES)
+        .order_by("cluster").values_list("cluster", flat=True).distinct()
     )
 
 
@@ -153,46 +193,67 @@ def _credentials(name: str) -> Credentials | None:
         return None
 
 
-def _sync_cluster(credentials: Credentials, records: Iterable[RunRecord],
-                  now: datetime) -> tuple[int, int, bool]:
-    """(checked, changed, unreachable) for one cluster's records."""
-    checked = changed = 0
-    for record in records:
+def _listed(credentials: Credentials, namespace: str) -> dict[str, dict[str, Any]]:
+    """The namespace's Jobs by name, every page of one listing (none: the namespace is gone)."""
+    try:
+        jobs = list_jobs(
+            credentials=credentials, namespace=namespace, page_size=conf.status_page_size(),
+            timeout=conf.kube_timeout(), attempts=1,
+        )
+    except NotFound:
+        return {}
+    return {str((job.get("metadata") or {}).get("name") or ""): job for job in jobs}
+
+
+def _namespace(record: RunRecord) -> str:
+    return record.namespace
+
+
+def sync_cluster(*, cluster: str, now: datetime | None = None) -> SyncReport:
+    """One pass over a cluster's active runs: one listing per namespace, changes in bulk."""
+    now = now or timezone.now()
+    records = list(_with_last_phase(
+        RunRecord.objects.filter(cluster=cluster, state__in=ACTIVE_STATES).order_by("namespace")
+    ))
+    if not records:
+        return SyncReport(0, 0, 0, 0)
+    credentials = _credentials(cluster)
+    if credentials is None:
+        return SyncReport(0, 0, 1, 0)
+    observations: dict[int, Observation] = {}
+    checked = unreachable = 0
+    for namespace, group in groupby(records, key=_namespace):
         try:
-            remote: dict[str, Any] | None = get_job(
-                credentials=credentials, namespace=record.namespace, name=record.job_name,
-                timeout=conf.kube_timeout(), attempts=1,
-            )
-        except NotFound:
-            remote = None
+            listed = _listed(credentials, namespace)
         except KubeError as exc:
             if exc.transient:
-                logger.info("status sync: cluster %s unreachable: %s", record.cluster, exc)
-                return checked, changed, True
-            logger.warning("status sync: %s: %s", record.job_name, exc)
+                logger.info("status sync: cluster %s unreachable: %s", cluster, exc)
+                unreachable = 1
+                break
+            logger.warning("status sync: %s/%s: %s", cluster, namespace, exc)
             continue
-        checked += 1
-        changed += observe_job(record, remote, now=now)
-    return checked, changed, False
+        for record in group:
+            checked += 1
+            seen = observation(listed.get(record.job_name))
+            if seen is not None and _differs(record, seen):
+                observations[record.pk] = seen
+    changed = apply_observations(observations, now=now)
+    if not unreachable:
+        capture_cluster(credentials, records, final_states=FINAL_STATES)
+    emit_run_changes(records)
+    return SyncReport(checked, changed, unreachable, 0)
 
 
 def sync_submitted_jobs(*, now: datetime | None = None) -> SyncReport:
-    """One pass over every submitted, active Job, then the Pending deadline check.
+    """Every cluster's pass in this process, then the Pending deadline check.
 
-    After a cluster's Jobs are observed, their pods are kept as attempts in the run records
-    (`jobs.observe.capture.capture_cluster`: one pods list per namespace)."""
-    now = now or timezone.now()
-    checked = changed = unreachable = 0
-    for cluster_name, records in groupby(_active_records(), key=lambda r: r.cluster):
-        credentials = _credentials(cluster_name)
-        if credentials is None:
-            unreachable += 1
-            continue
-        members = list(records)
-        done, moved, lost = _sync_cluster(credentials, members, now)
-        checked, changed, unreachable = checked + done, changed + moved, unreachable + lost
-        if not lost:
-            capture_cluster(credentials, members, final_states=FINAL_STATES)
-        emit_run_changes(members)
-    flagged = flag_overdue_pending(now=timezone.now())
-    return SyncReport(checked=checked, changed=changed, unreachable=unreachable, flagged=flagged)
+    Beat runs the same passes as one task per cluster (`jobs.tasks.sync_submitted_jobs`);
+    this is the in-process form, for commands and tests.
+    """
+    reports = [sync_cluster(cluster=name, now=now) for name in clusters_with_active_runs()]
+    return SyncReport(
+        checked=sum(report.checked for report in reports),
+        changed=sum(report.changed for report in reports),
+        unreachable=sum(report.unreachable for report in reports),
+        flagged=flag_overdue_pending(now=timezone.now()),
+    )

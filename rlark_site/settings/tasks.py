@@ -49,6 +49,8 @@ CELERY_TASK_DEFAULT_QUEUE = RLARK_QUEUE_STATUS
 # How often beat polls each cluster's inventory and the submitted jobs' status (seconds).
 RLARK_INVENTORY_POLL_INTERVAL = env_float("RLARK_INVENTORY_POLL_INTERVAL", 60.0)
 RLARK_STATUS_POLL_INTERVAL = env_float("RLARK_STATUS_POLL_INTERVAL", 15.0)
+# Status sync: Jobs per list request (one listing per cluster namespace and pass).
+RLARK_STATUS_PAGE_SIZE = env_int("RLARK_STATUS_PAGE_SIZE", 500)
 # A job Pending longer than this (seconds) is flagged on its page and in the list.
 RLARK_PENDING_DEADLINE = env_float("RLARK_PENDING_DEADLINE", 600.0)
 # Inventory polling: nodes per list request (and per database batch), tries per request, the

@@ -9,8 +9,7 @@ import pytest
 from jobs.models import Job, JobState, RunRecord
 from jobs.records.status import sync_submitted_jobs
 from jobs.records.submission import job_submit
-from jobs.tasks import submit_run_record
-from jobs.tasks import sync_submitted_jobs as sync_task
+from jobs.tasks import submit_run_record, sync_cluster_status
 from rlark_site.tenancy.models import Team
 from tests.jobs.records_support import POOL_SELECTOR, register_fleet, submittable_job
 
@@ -70,13 +69,13 @@ def test_pending_running_succeeded_is_recorded_once_each(
         reason="Completed",
         message="run script exited 0",
     )
-    assert sync_task.apply().get()["changed"] == 1
+    assert sync_cluster_status.apply(args=[CLUSTER]).get()["changed"] == 1
     assert phases(record) == ["Pending", "Running", "Succeeded"]
     run = run_of(record)
     assert run.state == JobState.SUCCEEDED
     assert Job.objects.get(pk=record.job_id).state == JobState.SUCCEEDED  # derived
     assert (run.status_reason, run.status_message) == ("Completed", "run script exited 0")
-    assert sync_task.apply().get()["checked"] == 0  # finished jobs are not polled again
+    assert sync_submitted_jobs().checked == 0  # finished jobs are not polled again
 
 
 def test_a_job_held_pending_is_flagged_after_the_deadline_with_the_reason(

@@ -1,0 +1,254 @@
+"""Status sync at fleet scale: one listing per cluster namespace against one GET per job.
+
+    DATABASE_URL=... REDIS_URL=... .venv/bin/python bench/status_sync.py [--clusters 20]
+        [--jobs 5000] [--page-size 500] [--in-process]
+
+Starts the fleet simulator (a child process by default, as bench/inventory_sync.py does) on
+a generated fleet of `--clusters` clusters, creates `--jobs` Jobs spread over them through
+the gateway, and writes the matching pending run records into a scratch database (created
+and migrated for this run, dropped at the end). Then it times, in the same run:
+
+- **per job** — the design this replaces, kept here only: one `get_job` per active run (one
+  try), each observation applied on its own under the run's row lock;
+- **per cluster** — `jobs.records.status.sync_cluster` for every cluster, one after the
+  other in this process (beat runs them as parallel tasks; the sum is the conservative
+  figure): one paged `list_jobs` per namespace, changes applied in bulk.
+
+Each design runs twice from the same starting point: a pass where every run changes (its
+first `Pending` is recorded) and an unchanged pass (nothing to write). Printed: wall time,
+requests to the clusters, database queries, and how many times faster the new design is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench.inventory_sync import QueryLog, simulator  # noqa: E402
+
+SCRATCH_NAME = f"rlark_bench_status_sync_{os.getpid()}"
+TARGET_SECONDS = 10.0
+TARGET_SPEEDUP = 10.0
+
+
+@contextmanager
+def scratch_database() -> Iterator[None]:
+    """A freshly migrated database for this run only; dropped afterwards."""
+    from django.db import connection
+
+    original = connection.settings_dict["NAME"]
+    connection.settings_dict["TEST"]["NAME"] = SCRATCH_NAME
+    connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+    try:
+        yield
+    finally:
+        connection.creation.destroy_test_db(original, verbosity=0)
+
+
+class RequestCount:
+    """Counts the gateway calls a pass makes (wraps the real functions)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def wrap(self, call: Callable[..., Any]) -> Callable[..., Any]:
+        def counted(**kwargs: Any) -> Any:
+            self.count += 1
+            return call(**kwargs)
+
+        return counted
+
+
+@dataclass(frozen=True)
+class Figures:
+    label: str
+    wall: float
+    requests: int
+    queries: int
+    changed: int
+
+    def line(self) -> str:
+        return (f"  {self.label:<34} {self.wall:8.2f} s  {self.requests:6d} requests  "
+                f"{self.queries:7d} DB queries  {self.changed:5d} runs changed")
+
+
+def create_jobs(handle: Any, clusters: list[dict[str, Any]],
+                jobs: int) -> list[tuple[str, str, str]]:
+    """`jobs` Jobs spread evenly over the clusters; (cluster, namespace, name) of each."""
+    from clusters.k8s import create_job
+    from clusters.simulator.testing import job_body, task_body
+
+    placed = [
+        (spec["name"], spec["namespace"], f"bench-{index:05d}")
+        for index in range(jobs)
+        for spec in [clusters[index % len(clusters)]]
+    ]
+    task = task_body("actor", replicas=1, selector={"rlinf.io/pool": "status-sync"}, head=True)
+
+    def create(where: tuple[str, str, str]) -> None:
+        cluster, namespace, name = where
+        create_job(credentials=handle.credentials(cluster), namespace=namespace,
+                   body=job_body(name, namespace=namespace, tasks=[task]))
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(create, placed))
+    return placed
+
+
+def register(handle: Any, clusters: list[dict[str, Any]]) -> None:
+    from clusters.inventory.services import ClusterRegistration, cluster_register
+
+    for spec in clusters:
+        cluster_register(registration=ClusterRegistration(
+            name=spec["name"], namespace=spec["namespace"],
+            api_url=handle.cluster_url(spec["name"]), token=spec["token"], verify_tls=False,
+        ))
+
+
+def write_runs(placed: list[tuple[str, str, str]]) -> None:
+    """A team, its user, and one pending run record (with its job) per created Job."""
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+
+    from jobs.models import Job, JobState, RunRecord
+    from rlark_site.tenancy.models import Team
+
+    team = Team.objects.create(slug="bench", name="Bench")
+    user = get_user_model().objects.create(username="bench")
+    jobs = Job.objects.bulk_create(
+        [Job(team=team, name=name, created_by=user) for _, _, name in placed], batch_size=1000
+    )
+    now = timezone.now()
+    RunRecord.objects.bulk_create([
+        RunRecord(team=team, job=job, job_name=name, cluster=cluster, namespace=namespace,
+                  manifest_yaml="", manifest_sha256="", frozen_by=user, state=JobState.PENDING,
+                  submitted_at=now, pending_since=now)
+        for job, (cluster, namespace, name) in zip(jobs, placed, strict=True)
+    ], batch_size=1000)
+
+
+def forget_observations() -> None:
+    """Back to the starting point: no phase recorded, nothing stored from the clusters."""
+    from jobs.models import RunRecord, StatusChange
+
+    StatusChange.objects.all().delete()
+    RunRecord.objects.update(status_reason="", status_message="", status_checked_at=None)
+
+
+def per_job_pass(handle: Any, gets: RequestCount) -> int:
+    """The replaced design: one GET per active run, each observation applied on its own."""
+    from clusters.k8s import NotFound, get_job
+    from jobs.models import RunRecord
+    from jobs.records import conf
+    from jobs.records.lifecycle import ACTIVE_STATES
+    from jobs.records.status import apply_observations, observation
+
+    fetch = gets.wrap(get_job)
+    credentials = {spec.name: handle.credentials(spec.name) for spec in handle.fleet.clusters}
+    changed = 0
+    for record in RunRecord.objects.filter(state__in=ACTIVE_STATES).order_by("cluster", "pk"):
+        try:
+            remote = fetch(credentials=credentials[record.cluster],
+                           namespace=record.namespace, name=record.job_name,
+                           timeout=conf.kube_timeout(), attempts=1)
+        except NotFound:
+            remote = None
+        seen = observation(remote)
+        if seen is not None:
+            changed += apply_observations({record.pk: seen})
+    return changed
+
+
+def per_cluster_pass(lists: RequestCount) -> int:
+    """The new design: `sync_cluster` for every cluster with active runs."""
+    from jobs.records import status
+
+    real = status.list_jobs
+    status.list_jobs = lists.wrap(real)  # type: ignore[assignment]
+    try:
+        return sum(status.sync_cluster(cluster=name).changed
+                   for name in status.clusters_with_active_runs())
+    finally:
+        status.list_jobs = real  # type: ignore[assignment]
+
+
+def timed(label: str, run: Callable[[RequestCount], int]) -> Figures:
+    from django.db import connection
+
+    requests, queries = RequestCount(), QueryLog()
+    with connection.execute_wrapper(queries):
+        started = time.perf_counter()
+        changed = run(requests)
+        wall = time.perf_counter() - started
+    return Figures(label, wall, requests.count, queries.count, changed)
+
+
+def run(arguments: argparse.Namespace) -> list[Figures]:
+    from django.test.utils import override_settings
+
+    from clusters.simulator.fleet import generate_fleet
+
+    document = generate_fleet(clusters=arguments.clusters, nodes_per_cluster=4, seed=7)
+    clusters = document["clusters"]
+    with simulator(document, in_process=arguments.in_process) as handle, override_settings(
+        RLARK_STATUS_PAGE_SIZE=arguments.page_size
+    ):
+        register(handle, clusters)
+        started = time.perf_counter()
+        write_runs(create_jobs(handle, clusters, arguments.jobs))
+        print(f"set-up: {arguments.jobs} Jobs created and recorded in "
+              f"{time.perf_counter() - started:.1f} s")
+        figures = []
+        for label, design in (("per job (one GET each)", lambda r: per_job_pass(handle, r)),
+                              ("per cluster (one list per namespace)", per_cluster_pass)):
+            forget_observations()
+            figures.append(timed(f"{label}, all change", design))
+            figures.append(timed(f"{label}, unchanged", design))
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clusters", type=int, default=20)
+    parser.add_argument("--jobs", type=int, default=5_000)
+    parser.add_argument("--page-size", type=int, default=500)
+    parser.add_argument("--in-process", action="store_true")
+    arguments = parser.parse_args()
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rlark_site.settings")
+    os.environ.setdefault("RLARK_DEV_SECRETS", "1")
+    if not os.environ.get("DATABASE_URL"):
+        raise SystemExit("Set DATABASE_URL (and REDIS_URL) to a PostgreSQL server to use.")
+    import django
+
+    django.setup()
+    with scratch_database():
+        figures = run(arguments)
+    where = "this process" if arguments.in_process else "a child process"
+    print(f"status sync: {arguments.jobs} active jobs on {arguments.clusters} clusters, page "
+          f"size {arguments.page_size}, simulator in {where}, {os.cpu_count()} CPUs, load "
+          f"average {os.getloadavg()[0]:.1f}")
+    for figure in figures:
+        print(figure.line())
+    old_change, old_same, new_change, new_same = figures
+    for what, old, new in (("all change", old_change, new_change),
+                           ("unchanged", old_same, new_same)):
+        speedup = old.wall / new.wall
+        verdict = "meets" if new.wall < TARGET_SECONDS and speedup >= TARGET_SPEEDUP else "misses"
+        print(f"{what}: per cluster {new.wall:.2f} s vs per job {old.wall:.2f} s: "
+              f"{speedup:.1f}x faster ({verdict} the target: under {TARGET_SECONDS:.0f} s and "
+              f"at least {TARGET_SPEEDUP:.0f}x)")
+
+
+if __name__ == "__main__":
+    main()
