@@ -56,6 +56,7 @@ logger = logging.getLogger(__name__)
 
 GONE_PHASE = "Gone"
 _REASON_MAX = 255
+_BATCH = 250  # rows per bulk statement (an UPDATE's CASE grows with its rows)
 
 
 class SyncReport(NamedTuple):
@@ -152,9 +153,10 @@ def apply_observations(observations: Mapping[int, Observation], *,
                 record.status_checked_at = now
                 updated.append(record)
                 fields.update(changed)
-        StatusChange.objects.bulk_create(history)
+        StatusChange.objects.bulk_create(history, batch_size=_BATCH)
         if updated:
-            RunRecord.objects.bulk_update(updated, [*sorted(fields), "status_checked_at"])
+            RunRecord.objects.bulk_update(updated, [*sorted(fields), "status_checked_at"],
+                                          batch_size=_BATCH)
     return len({change.run_record_id for change in history} | {record.pk for record in updated})
 
 
