@@ -110,7 +110,6 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
     from django.contrib.auth import get_user_model
     from django.db import connection
     from django.test import Client
-    from rest_framework.authtoken.models import Token
 
     from clusters.models import Cluster
     from clusters.verifications.services import verification_request
@@ -157,8 +156,8 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
         return str(client.cookies["sessionid"].value)
 
     return {
-        "member_token": Token.objects.create(user=member).key,
-        "admin_token": Token.objects.create(user=admin).key,
+        "member_token": token_create(user=member, name="web load")[1],
+        "admin_token": token_create(user=admin, name="web load")[1],
         "member_session": session_cookie(member),
         "admin_session": session_cookie(admin),
         "run": job.name, "draft": draft.name,
