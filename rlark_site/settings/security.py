@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from csp.constants import NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
 from rlark_site.conf import STATE_DIR, env_bool, env_int, env_list, env_str
@@ -74,3 +75,22 @@ SECURE_PROXY_SSL_HEADER = (
     (f"HTTP_{_PROXY_SSL_HEADER.upper().replace('-', '_')}", "https") if _PROXY_SSL_HEADER
     else None
 )
+
+# Content-Security-Policy (django-csp): scripts only from RLark itself, no inline script or
+# event handler anywhere (templates use data-* attributes read by rlark/behaviours.js). Inline
+# style attributes stay allowed (the templates and htmx's indicator style use them).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF, UNSAFE_INLINE],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "worker-src": [SELF, "blob:"],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    },
+}

@@ -19,7 +19,8 @@ PRODUCTION = {
 
 def _check(**env: str) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items()
-            if k not in {"DEBUG", "RLARK_DEV_SECRETS", "SECRET_KEY", "RLARK_HTTPS"}}
+            if k not in {"DEBUG", "RLARK_DEV_SECRETS", "SECRET_KEY", "RLARK_HTTPS",
+                         "DJANGO_ALLOW_ASYNC_UNSAFE"}}
     return subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
         cwd=REPO, env={**base, **env}, capture_output=True, text=True, timeout=120,

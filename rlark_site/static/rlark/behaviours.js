@@ -1,0 +1,46 @@
+// RLark's page behaviours, without inline script (the Content-Security-Policy allows none):
+// - data-submit-on-change[="submitter-id"]: submit the field's form when it changes;
+// - data-confirm="question" on a form: ask before submitting it;
+// - data-copy-target="element-id" on a button: copy that element's text (or select it when the
+//   clipboard is unavailable); the button's data-done / data-select texts go to #copy-status.
+(function () {
+  "use strict";
+
+  document.addEventListener("change", function (event) {
+    var field = event.target.closest ? event.target.closest("[data-submit-on-change]") : null;
+    if (!field || !field.form) return;
+    var submitter = field.dataset.submitOnChange;
+    field.form.requestSubmit(submitter ? document.getElementById(submitter) : undefined);
+  });
+
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (form.dataset && form.dataset.confirm && !window.confirm(form.dataset.confirm)) {
+      event.preventDefault();
+      event.stopImmediatePropagation();
+    }
+  }, true);
+
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest ? event.target.closest("[data-copy-target]") : null;
+    if (!button) return;
+    var source = document.getElementById(button.dataset.copyTarget);
+    var status = document.getElementById("copy-status");
+    var say = function (text) { if (status) status.textContent = text; };
+    var select = function () {
+      var range = document.createRange();
+      range.selectNodeContents(source);
+      var selection = window.getSelection();
+      selection.removeAllRanges();
+      selection.addRange(range);
+      say(button.dataset.select);
+    };
+    if (navigator.clipboard) {
+      navigator.clipboard.writeText(source.textContent).then(function () {
+        say(button.dataset.done);
+      }, select);
+    } else {
+      select();
+    }
+  });
+})();
