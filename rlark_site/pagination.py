@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.utils.translation import gettext as _
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
+from rest_framework.response import Response
 
 MAX_LIMIT = 500
 MAX_OFFSET = 1_000_000
@@ -41,3 +44,11 @@ def _whole_number(raw: str, name: str, *, lowest: int) -> int:
             _("Enter a whole number, %(lowest)s or more.") % {"lowest": lowest}
         ]})
     return int(raw)
+
+
+def paginated(view: Any, request: Request, queryset: Any, serializer_class: Any) -> Response:
+    """A list answer as every list of the API gives it: `{count, next, previous, results}`.
+    The view declares `pagination_class = BoundedLimitOffsetPagination` so the schema says so."""
+    paginator = BoundedLimitOffsetPagination()
+    page = paginator.paginate_queryset(queryset, request, view=view)
+    return paginator.get_paginated_response(serializer_class(page, many=True).data)

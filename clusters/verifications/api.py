@@ -53,7 +53,7 @@ from rlark_site.limits import (
     MAX_SELECTOR_CONDITIONS,
     BoundedDictField,
 )
-from rlark_site.pagination import BoundedLimitOffsetPagination
+from rlark_site.pagination import BoundedLimitOffsetPagination, paginated
 from rlark_site.tenancy.access import IsPlatformAdmin, access_team, teams_for_user
 from rlark_site.tenancy.models import Team
 
@@ -310,6 +310,8 @@ def _team_for_request(request: Request, slug: str | None) -> Team:
 
 
 class VerificationsView(APIView):
+    pagination_class = BoundedLimitOffsetPagination
+
     @extend_schema(
         parameters=[
             OpenApiParameter("state", str, enum=list(STATE_FILTERS)),
@@ -329,11 +331,7 @@ class VerificationsView(APIView):
             cluster=request.query_params.get("cluster") or None,
             team=request.query_params.get("team") or None,
         )
-        paginator = BoundedLimitOffsetPagination()
-        page = paginator.paginate_queryset(queryset, request, view=self)
-        return paginator.get_paginated_response(
-            VerificationSerializer(page, many=True).data
-        )
+        return paginated(self, request, queryset, VerificationSerializer)
 
     @extend_schema(request=VerificationRequestSerializer,
                    responses={201: VerificationRequestedSerializer,

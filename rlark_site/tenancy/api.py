@@ -14,6 +14,7 @@ from rest_framework.throttling import AnonRateThrottle, SimpleRateThrottle
 from rest_framework.views import APIView
 
 from rlark_site.exceptions import ApplicationError, validated
+from rlark_site.pagination import BoundedLimitOffsetPagination, paginated
 from rlark_site.tenancy.access import (
     access_team,
     can_manage_members,
@@ -93,11 +94,11 @@ class TokenView(APIView):
 class TokensView(APIView):
     """The caller's own tokens: list them, or create one more."""
 
+    pagination_class = BoundedLimitOffsetPagination
+
     @extend_schema(responses=TokenSerializer(many=True))
     def get(self, request: Request) -> Response:
-        tokens = tokens_of(request.user)
-        return Response({"count": tokens.count(),
-                         "results": TokenSerializer(tokens, many=True).data})
+        return paginated(self, request, tokens_of(request.user), TokenSerializer)
 
     @extend_schema(request=TokenCreateSerializer, responses={201: NewTokenSerializer})
     def post(self, request: Request) -> Response:
@@ -121,10 +122,12 @@ class TeamSerializer(serializers.ModelSerializer):
 
 
 class TeamsView(APIView):
+    pagination_class = BoundedLimitOffsetPagination
+
     @extend_schema(responses=TeamSerializer(many=True))
     def get(self, request: Request) -> Response:
-        teams = visible_teams(request.user).order_by("slug")
-        return Response({"count": teams.count(), "results": TeamSerializer(teams, many=True).data})
+        return paginated(self, request, visible_teams(request.user).order_by("slug"),
+                         TeamSerializer)
 
     @extend_schema(request=TeamSerializer, responses=TeamSerializer)
     def post(self, request: Request) -> Response:
@@ -152,13 +155,13 @@ class MemberOutSerializer(serializers.ModelSerializer):
 
 
 class TeamMembersView(APIView):
+    pagination_class = BoundedLimitOffsetPagination
+
     @extend_schema(responses=MemberOutSerializer(many=True))
     def get(self, request: Request, slug: str) -> Response:
         team = access_team(request.user, slug)
         members = team.memberships.select_related("user").order_by("user__username")
-        return Response(
-            {"count": members.count(), "results": MemberOutSerializer(members, many=True).data}
-        )
+        return paginated(self, request, members, MemberOutSerializer)
 
     @extend_schema(request=MemberSerializer, responses=MemberOutSerializer)
     def post(self, request: Request, slug: str) -> Response:
