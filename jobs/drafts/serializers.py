@@ -30,7 +30,8 @@ MAX_TEXT = 100_000  # scripts and other free text
 LAUNCH_LIST_URL = "api:launch-list-detail"
 DEPLOYMENT_PARAMETERS_URL = "api:deployment-parameters-detail"
 
-_SCALAR_SCHEMA = {"oneOf": [{"type": "integer"}, {"type": "number"}, {"type": "string"}]}
+# An integer is also a number: `oneOf` over integer and number would match it twice (invalid).
+_SCALAR_SCHEMA = {"oneOf": [{"type": "number"}, {"type": "string"}]}
 _PAIRS_SCHEMA = {
     "oneOf": [
         {"type": "object", "additionalProperties": {"type": "string"}},

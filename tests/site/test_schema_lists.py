@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jsonschema
 import pytest
 from drf_spectacular.generators import SchemaGenerator
 
@@ -26,3 +27,12 @@ def test_lists_answer_the_paginated_shape(api_client_for, owner, path: str) -> N
     body = api_client_for(owner).get(f"{path}?limit=1").json()
     assert set(body) == {"count", "next", "previous", "results"}
     assert len(body["results"]) <= 1
+
+
+@pytest.mark.parametrize("gpus", [8, 0.5, "8"])
+def test_role_out_gpus_validates_what_the_api_returns(gpus: object) -> None:
+    """`RoleOut.gpus` was oneOf integer/number/string: an integer matched two branches."""
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    gpus_schema = dict(schema["components"]["schemas"]["RoleOut"]["properties"]["gpus"])
+    gpus_schema.pop("nullable", None)
+    jsonschema.validate(gpus, gpus_schema)
