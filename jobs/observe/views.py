@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections import Counter
 from typing import Any
 
@@ -9,12 +10,14 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.dateparse import parse_datetime
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 from rest_framework.exceptions import ValidationError
 
 from jobs.observe import conf, live
 from jobs.observe.api import log_options
 from jobs.observe.selectors import attempt_rows, run_record_for_job
+from jobs.observe.signals import head_pod_name
 from jobs.observe.states import LIVE_STATES
 from jobs.records import selectors as record_selectors
 from rlark_site.exceptions import ApplicationError
@@ -36,10 +39,23 @@ def job_live(request: HttpRequest, name: str) -> HttpResponse:
                "started": parse_datetime(pod.started_at or "")}
         tasks.setdefault(pod.labels.get("rlinf.io/task", ""), []).append(row)
     phases = Counter(pod.phase for pod in snapshot.pods)
+    head = head_pod_name(record)
     context = {"job": record.job, "snapshot": snapshot, "tasks": sorted(tasks.items()),
                "phases": sorted(phases.items()), "refresh": _refresh_seconds(),
-               "active": record.job.state in LIVE_STATES}
+               "active": record.job.state in LIVE_STATES,
+               "access": access_commands(record.namespace, head) if head else []}
     return render(request, "jobs/observe/_live.html", context)
+
+
+def access_commands(namespace: str, pod: str) -> list[tuple[str, str]]:
+    """The default ways in when the cluster sets no access links: port-forwards to the head
+    pod's Ray dashboard (8265) and TensorBoard (6006), and a shell in its main container."""
+    target = f"-n {shlex.quote(namespace)} {{}} {shlex.quote(pod)}"
+    return [
+        (_("Ray dashboard"), "kubectl " + target.format("port-forward") + " 8265:8265"),
+        (_("TensorBoard"), "kubectl " + target.format("port-forward") + " 6006:6006"),
+        (_("Shell in the head pod"), "kubectl " + target.format("exec -it") + " -c main -- bash"),
+    ]
 
 
 def _marked(text: str, query: str) -> list[tuple[int, str, bool]]:

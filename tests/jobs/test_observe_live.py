@@ -134,6 +134,8 @@ def test_the_live_fragment_shows_pods_by_task_and_polls_while_active(
     assert HEAD_POD in page and "a-head-01" in page
     assert 'hx-trigger="every 60s"' in page
     assert reverse("jobs:job-pod-log", args=["ppo-run", HEAD_POD]) in page
+    assert f"kubectl -n {NAMESPACE} port-forward {HEAD_POD} 8265:8265" in page
+    assert f"kubectl -n {NAMESPACE} exec -it {HEAD_POD} -c main -- bash" in page
     detail = client.get(reverse("jobs:job-detail", args=["ppo-run"])).content.decode()
     assert reverse("jobs:job-live", args=["ppo-run"]) in detail
 
