@@ -91,7 +91,7 @@ def build(events: int) -> dict[str, Any]:
     from django.db import connection
 
     from jobs.drafts.services import job_create
-    from rlark_site.tenancy.models import MemberRole, Membership, Team
+    from rlark_site.foundation.tenancy.models import MemberRole, Membership, Team
 
     job_events = apps.get_model("jobs", "JobEvent")
     role_events = apps.get_model("jobs", "RoleEvent")
@@ -129,7 +129,7 @@ def lookups(data: dict[str, Any]) -> dict[str, Callable[[], Any]]:
     from rest_framework.test import APIClient
 
     from jobs.records.selectors import AUDIT_EVENTS_IN_CHAIN, job_audit_refs
-    from rlark_site.audit.selectors import audit_events
+    from rlark_site.foundation.audit.selectors import audit_events
 
     admin, member = APIClient(), APIClient()
     admin.force_authenticate(data["admin"])
@@ -165,7 +165,7 @@ def object_lookup_uses_indexes(data: dict[str, Any]) -> bool:
     from django.db import connection
 
     from jobs.records.selectors import job_audit_refs
-    from rlark_site.audit.selectors import audit_events
+    from rlark_site.foundation.audit.selectors import audit_events
 
     query = audit_events(objects=job_audit_refs(data["job"])).query
     sql, params = query.get_compiler(using="default").as_sql()

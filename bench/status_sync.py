@@ -125,7 +125,7 @@ def write_runs(placed: list[tuple[str, str, str]]) -> None:
     from django.utils import timezone
 
     from jobs.models import Job, JobState, RunRecord
-    from rlark_site.tenancy.models import Team
+    from rlark_site.foundation.tenancy.models import Team
 
     team = Team.objects.create(slug="bench", name="Bench")
     user = get_user_model().objects.create(username="bench")

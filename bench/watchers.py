@@ -43,7 +43,7 @@ def _setup(sim: Any) -> Any:
     from clusters.models import Cluster
     from clusters.simulator.testing import job_body, task_body
     from jobs.models import Job, JobState, RunRecord
-    from rlark_site.tenancy.models import MemberRole, Membership, Team
+    from rlark_site.foundation.tenancy.models import MemberRole, Membership, Team
 
     team = Team.objects.create(slug="bench", name="bench")
     user = get_user_model().objects.create_user("watcher", password=None)

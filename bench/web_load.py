@@ -115,8 +115,8 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
     from clusters.verifications.services import verification_request
     from jobs.drafts.services import job_create
     from jobs.records.submission import job_submit
-    from rlark_site.tenancy.accounts import token_create
-    from rlark_site.tenancy.models import MemberRole, Membership, Team
+    from rlark_site.foundation.tenancy.accounts import token_create
+    from rlark_site.foundation.tenancy.models import MemberRole, Membership, Team
     from tests.factories import bulk_fleet, load_fleet_rows
     from tests.jobs.records_support import submittable_job
 

@@ -9,6 +9,6 @@ class ClustersConfig(AppConfig):
         # Connect signal receivers in every process (web, Celery worker, shell).
         from clusters.metrics import ClustersCollector
         from clusters.verifications import receivers  # noqa: F401
-        from rlark_site.metrics import register
+        from rlark_site.foundation.metrics import register
 
         register(ClustersCollector())

@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from rlark_site.findings import Finding, new_finding
-from rlark_site.findings import translate as _
+from rlark_site.foundation.findings import Finding, new_finding
+from rlark_site.foundation.findings import translate as _
 
 __all__ = [
     "DNS_LABEL_PATTERN",

@@ -25,8 +25,8 @@ from django.utils.translation import gettext
 
 from clusters.labels import parse_selector_text, selector_problems, unparseable_problem
 from clusters.types import ConditionClusters, MatchedNode, SelectorMatch, node_ref, selector_key
-from rlark_site.exceptions import ApplicationError
-from rlark_site.findings import Finding
+from rlark_site.foundation.exceptions import ApplicationError
+from rlark_site.foundation.findings import Finding
 
 SelectorKey = tuple[tuple[str, str], ...]
 T = TypeVar("T")

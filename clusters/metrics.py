@@ -1,5 +1,5 @@
-"""The clusters app's figures for `/metrics` (rlark_site.metrics): inventory polls counted
-and timed by the workers that ran them, nodes and verification queue read at scrape time."""
+"""The clusters app's figures for `/metrics` (rlark_site.foundation.metrics): inventory polls
+counted and timed by the workers that ran them, nodes and verification queue read at scrape time."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from clusters.models import Cluster, Verification, VerificationState
-from rlark_site import metrics
+from rlark_site.foundation import metrics
 
 POLLS = "rlark_inventory_polls"
 POLL_DURATION = "rlark_inventory_poll_duration_seconds"

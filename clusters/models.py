@@ -14,8 +14,8 @@ from django.utils.translation import gettext_lazy as _
 
 from clusters.labels import DNS_LABEL_PATTERN
 from clusters.validators import validate_api_url
-from rlark_site.audit.tracking import audited
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.audit.tracking import audited
+from rlark_site.foundation.tenancy.models import Team
 
 dns_label_validator = RegexValidator(
     DNS_LABEL_PATTERN,

@@ -7,6 +7,6 @@ class JobsConfig(AppConfig):
 
     def ready(self) -> None:
         from jobs.metrics import JobsCollector
-        from rlark_site.metrics import register
+        from rlark_site.foundation.metrics import register
 
         register(JobsCollector())

@@ -34,8 +34,8 @@ from jobs.core.spec import (
     selector_key,
 )
 from jobs.models import DeploymentParameters, Job, Role, RunRecord, SSHKey
-from rlark_site.findings import Finding
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.findings import Finding
+from rlark_site.foundation.tenancy.models import Team
 
 __all__ = [
     "Evaluation",

@@ -7,7 +7,7 @@ from typing import Any
 from django.http import HttpRequest
 
 from jobs.records.selectors import pending_admin_requests
-from rlark_site.tenancy.access import is_platform_admin
+from rlark_site.foundation.tenancy.access import is_platform_admin
 
 
 def pending_requests(request: HttpRequest) -> dict[str, Any]:

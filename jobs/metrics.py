@@ -1,5 +1,5 @@
-"""The jobs app's figures for `/metrics` (rlark_site.metrics): submissions counted and timed by
-the workers that made them; jobs by state and the status sync's lag read at scrape time."""
+"""The jobs app's figures for `/metrics` (rlark_site.foundation.metrics): submissions counted and
+timed by the workers that made them; jobs by state and the status sync's lag read at scrape time."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from prometheus_client.registry import Collector
 
 from jobs.models import AttemptOutcome, Job, JobState, RunRecord
 from jobs.records.lifecycle import ACTIVE_STATES
-from rlark_site import metrics
+from rlark_site.foundation import metrics
 
 SUBMISSIONS = "rlark_submissions"
 SUBMISSION_LATENCY = "rlark_submission_latency_seconds"

@@ -11,8 +11,8 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from clusters.models import Verification
-from rlark_site.audit.tracking import audited
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.audit.tracking import audited
+from rlark_site.foundation.tenancy.models import Team
 
 
 def _zero() -> int:

@@ -1,5 +1,5 @@
 """The Celery app. Schedules live in one place: `beat_schedule` below; queues and routes in
-`rlark_site/settings/tasks.py`; one beat at a time through `rlark_site/beatlock.py`."""
+`rlark_site/settings/tasks.py`; one beat at a time through `rlark_site/foundation/beatlock.py`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 from celery import Celery
 from celery.signals import beat_init, setup_logging
 
-from rlark_site.beatlock import on_beat_init
+from rlark_site.foundation.beatlock import on_beat_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rlark_site.settings")
 

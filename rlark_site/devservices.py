@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from rlark_site.conf import BASE_DIR, STATE_DIR
+from rlark_site.foundation.conf import BASE_DIR, STATE_DIR
 
 PYTHON = sys.executable
 DEFAULT_REDIS_PORT = 6390

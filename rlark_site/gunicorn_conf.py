@@ -13,7 +13,7 @@ import math
 import os
 from pathlib import Path
 
-from rlark_site.conf import env_int, env_str
+from rlark_site.foundation.conf import env_int, env_str
 
 CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
 

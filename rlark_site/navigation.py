@@ -8,7 +8,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 
-from rlark_site.tenancy.access import is_platform_admin
+from rlark_site.foundation.tenancy.access import is_platform_admin
 
 ALL, MEMBERS, ADMINS = "all", "members", "admins"
 QUEUE = "clusters:queue"

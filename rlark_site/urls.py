@@ -9,8 +9,9 @@ from drf_spectacular.views import (
     SpectacularSwaggerSplitView,
 )
 
-from rlark_site import health, metrics, views
-from rlark_site.tenancy import api as tenancy_api
+from rlark_site import health, views
+from rlark_site.foundation import metrics
+from rlark_site.foundation.tenancy import api as tenancy_api
 
 api_v1: list[URLPattern | URLResolver] = [
     path("auth/token/", tenancy_api.TokenView.as_view(), name="api-token"),
@@ -44,7 +45,7 @@ urlpatterns = [
     path("django-admin/", admin.site.urls),
 ]
 
-handler400 = "rlark_site.exceptions.bad_request"
-handler403 = "rlark_site.exceptions.permission_denied"
-handler404 = "rlark_site.exceptions.page_not_found"
-handler500 = "rlark_site.exceptions.server_error"
+handler400 = "rlark_site.foundation.exceptions.bad_request"
+handler403 = "rlark_site.foundation.exceptions.permission_denied"
+handler404 = "rlark_site.foundation.exceptions.page_not_found"
+handler500 = "rlark_site.foundation.exceptions.server_error"

@@ -11,11 +11,11 @@ from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_http_methods, require_POST
 
-from rlark_site.exceptions import ApplicationError
+from rlark_site.foundation.exceptions import ApplicationError
+from rlark_site.foundation.tenancy.access import is_platform_admin, teams_for_user
+from rlark_site.foundation.tenancy.accounts import token_create, token_revoke, tokens_of
+from rlark_site.foundation.validators import no_control_characters
 from rlark_site.navigation import QUEUE
-from rlark_site.tenancy.access import is_platform_admin, teams_for_user
-from rlark_site.tenancy.accounts import token_create, token_revoke, tokens_of
-from rlark_site.validators import no_control_characters
 
 
 @login_required

@@ -17,7 +17,7 @@ from django.test.utils import override_settings
 from django.utils import translation
 from rest_framework.test import APIClient
 
-from rlark_site.tenancy.models import ApiToken, MemberRole, Membership, Team
+from rlark_site.foundation.tenancy.models import ApiToken, MemberRole, Membership, Team
 
 User = get_user_model()
 REPO = Path(__file__).resolve().parent.parent

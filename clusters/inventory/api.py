@@ -32,9 +32,9 @@ from clusters.inventory.services import (
 from clusters.k8s import KubeconfigError, read_context
 from clusters.models import Cluster, Node
 from clusters.validators import validate_api_url
-from rlark_site.exceptions import ApplicationError
-from rlark_site.pagination import BoundedLimitOffsetPagination
-from rlark_site.tenancy.access import is_platform_admin
+from rlark_site.foundation.exceptions import ApplicationError
+from rlark_site.foundation.pagination import BoundedLimitOffsetPagination
+from rlark_site.foundation.tenancy.access import is_platform_admin
 
 
 class ReadAllWriteAdmins(BasePermission):

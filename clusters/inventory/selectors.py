@@ -17,9 +17,9 @@ from django.utils.translation import gettext as _
 from clusters.labels import parse_selector_text, selector_problems, unparseable_problem
 from clusters.models import Cluster, ClusterJob, Node
 from clusters.types import DEVICE_PREFIX
-from rlark_site.exceptions import ApplicationError, NotFoundError
-from rlark_site.findings import Finding
-from rlark_site.tenancy.access import AnyUser
+from rlark_site.foundation.exceptions import ApplicationError, NotFoundError
+from rlark_site.foundation.findings import Finding
+from rlark_site.foundation.tenancy.access import AnyUser
 
 # The distinct rlinf.io/* resources the present nodes of some clusters report.
 _DEVICE_NAMES_SQL = """

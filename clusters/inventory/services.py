@@ -37,7 +37,7 @@ from clusters.k8s import (
 )
 from clusters.models import Cluster, ClusterState, NetworkDomain
 from clusters.signals import inventory_changed
-from rlark_site.exceptions import ApplicationError
+from rlark_site.foundation.exceptions import ApplicationError
 
 logger = logging.getLogger(__name__)
 

@@ -25,8 +25,8 @@ from clusters.inventory.services import (
     cluster_update,
 )
 from clusters.models import Cluster, Node
-from rlark_site.exceptions import ApplicationError
-from rlark_site.tenancy.access import is_platform_admin, require_platform_admin
+from rlark_site.foundation.exceptions import ApplicationError
+from rlark_site.foundation.tenancy.access import is_platform_admin, require_platform_admin
 
 NODES_PER_PAGE = 100
 JOBS_SHOWN = 200

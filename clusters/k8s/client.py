@@ -17,7 +17,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from clusters.k8s.errors import KubeError, from_api_exception, from_transport_error
-from rlark_site.conf import KUBE_TIMEOUT_DEFAULT
+from rlark_site.foundation.conf import KUBE_TIMEOUT_DEFAULT
 
 T = TypeVar("T")
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from clusters.k8s.errors import KubeError
-from rlark_site.conf import KUBE_READ_ATTEMPTS_DEFAULT
+from rlark_site.foundation.conf import KUBE_READ_ATTEMPTS_DEFAULT
 
 T = TypeVar("T")
 

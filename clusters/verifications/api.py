@@ -45,17 +45,17 @@ from clusters.verifications.services import (
     verification_reject,
     verification_request_outcome,
 )
-from rlark_site.exceptions import ApplicationError
-from rlark_site.limits import (
+from rlark_site.foundation.exceptions import ApplicationError
+from rlark_site.foundation.limits import (
     MAX_DEVICE_KINDS,
     MAX_FORM_TEXT,
     MAX_HOST_PATHS,
     MAX_SELECTOR_CONDITIONS,
     BoundedDictField,
 )
-from rlark_site.pagination import BoundedLimitOffsetPagination, paginated
-from rlark_site.tenancy.access import IsPlatformAdmin, access_team, teams_for_user
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.pagination import BoundedLimitOffsetPagination, paginated
+from rlark_site.foundation.tenancy.access import IsPlatformAdmin, access_team, teams_for_user
+from rlark_site.foundation.tenancy.models import Team
 
 
 def _cluster_named(name: str) -> Cluster:

@@ -11,8 +11,8 @@ from django.utils.translation import gettext_lazy as _
 from clusters.matching import SelectorInputError, parse_selector_input
 from clusters.models import Cluster, Verification
 from clusters.verifications.selectors import OPEN, STATE_FILTERS
-from rlark_site.limits import MAX_DEVICE_KINDS, MAX_FORM_TEXT, MAX_HOST_PATHS
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.limits import MAX_DEVICE_KINDS, MAX_FORM_TEXT, MAX_HOST_PATHS
+from rlark_site.foundation.tenancy.models import Team
 
 _Sized = TypeVar("_Sized", bound=Sized)
 

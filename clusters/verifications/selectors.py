@@ -34,13 +34,13 @@ from clusters.types import (
     VerificationView,
     node_ref,
 )
-from rlark_site.findings import Finding
-from rlark_site.tenancy.access import (
+from rlark_site.foundation.findings import Finding
+from rlark_site.foundation.tenancy.access import (
     access_team_object,
     require_platform_admin,
     scope_to_member_teams,
 )
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.tenancy.models import Team
 
 SelectorKey = tuple[tuple[str, str], ...]
 VerificationKey = tuple[str, SelectorKey]

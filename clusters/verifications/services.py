@@ -24,15 +24,15 @@ from clusters.matching import match_many, match_selector, parse_selector_input
 from clusters.models import Cluster, Node, Verification, VerificationState
 from clusters.types import DEVICE_PREFIX, MatchedNode, SelectorMatch, node_ref
 from clusters.verifications.selectors import selector_key_text
-from rlark_site.exceptions import ApplicationError, NotFoundError
-from rlark_site.findings import new_finding
-from rlark_site.tenancy.access import (
+from rlark_site.foundation.exceptions import ApplicationError, NotFoundError
+from rlark_site.foundation.findings import new_finding
+from rlark_site.foundation.tenancy.access import (
     AnyUser,
     is_platform_admin,
     membership_of,
     require_platform_admin,
 )
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.tenancy.models import Team
 
 __all__ = [
     "Asks",

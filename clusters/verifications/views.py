@@ -34,8 +34,8 @@ from clusters.verifications.services import (
     verification_reject,
     verification_request_outcome,
 )
-from rlark_site.exceptions import ApplicationError
-from rlark_site.tenancy.access import current_team, require_platform_admin
+from rlark_site.foundation.exceptions import ApplicationError
+from rlark_site.foundation.tenancy.access import current_team, require_platform_admin
 
 PAGE_SIZE = 25
 # Nodes of a snapshot shown on a request's panel, and per page of its node list.

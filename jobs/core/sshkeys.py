@@ -20,7 +20,7 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.serialization import load_ssh_public_key
 
-from rlark_site.findings import translate as _
+from rlark_site.foundation.findings import translate as _
 
 __all__ = [
     "MAX_KEY_LENGTH",

@@ -42,7 +42,7 @@ from jobs.drafts.serializers import (
 )
 from jobs.drafts.services import job_create, job_delete, job_update, ssh_key_create, ssh_key_delete
 from jobs.models import Job, JobState, SSHKey
-from rlark_site.exceptions import ApplicationError, validated
+from rlark_site.foundation.exceptions import ApplicationError, validated
 
 YAML_CONTENT_TYPE = "text/yaml; charset=utf-8"
 MANIFEST_SHA256_HEADER = "X-Manifest-SHA256"

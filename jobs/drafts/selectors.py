@@ -11,9 +11,13 @@ from django.db.models.functions import Coalesce
 from django.utils.translation import gettext as _
 
 from jobs.models import Job, JobState, Role, SSHKey
-from rlark_site.exceptions import NotFoundError
-from rlark_site.tenancy.access import access_team_object, scope_to_member_teams, teams_for_user
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.exceptions import NotFoundError
+from rlark_site.foundation.tenancy.access import (
+    access_team_object,
+    scope_to_member_teams,
+    teams_for_user,
+)
+from rlark_site.foundation.tenancy.models import Team
 
 __all__ = [
     "JOB_SORTS",

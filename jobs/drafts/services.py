@@ -22,9 +22,9 @@ from jobs.context import name_findings, name_is_taken
 from jobs.core.spec import TASK_TYPES
 from jobs.core.sshkeys import SSHKeyError, fingerprint_sha256, normalize_openssh_public_key
 from jobs.models import DeploymentParameters, Job, JobState, LaunchList, Role, SSHKey
-from rlark_site.exceptions import ApplicationError
-from rlark_site.tenancy.models import Team
-from rlark_site.validators import has_control_characters
+from rlark_site.foundation.exceptions import ApplicationError
+from rlark_site.foundation.tenancy.models import Team
+from rlark_site.foundation.validators import has_control_characters
 
 __all__ = [
     "JOB_NAME_MAX_LENGTH",

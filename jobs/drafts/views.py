@@ -13,9 +13,9 @@ from jobs.drafts.forms import SSHKeyForm
 from jobs.drafts.selectors import ssh_key_get_for_team, ssh_keys_for_team
 from jobs.drafts.services import ssh_key_create, ssh_key_delete
 from jobs.models import SSHKey
-from rlark_site.exceptions import ApplicationError
-from rlark_site.tenancy.access import current_team
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.exceptions import ApplicationError
+from rlark_site.foundation.tenancy.access import current_team
+from rlark_site.foundation.tenancy.models import Team
 
 
 def _team(request: HttpRequest) -> Team:

@@ -13,9 +13,9 @@ from rest_framework.views import APIView
 
 from jobs.models import EventKind, NotificationPreference, TeamWebhook, WebhookDelivery
 from jobs.notify import services
-from rlark_site.exceptions import ApplicationError, NotFoundError
-from rlark_site.tenancy.access import access_team, can_manage_members
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.exceptions import ApplicationError, NotFoundError
+from rlark_site.foundation.tenancy.access import access_team, can_manage_members
+from rlark_site.foundation.tenancy.models import Team
 
 _LANGUAGES = [code for code, _name in settings.LANGUAGES]
 

@@ -9,8 +9,8 @@ from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from rlark_site.audit.tracking import audited
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.audit.tracking import audited
+from rlark_site.foundation.tenancy.models import Team
 
 
 class EventKind(models.TextChoices):

@@ -22,7 +22,7 @@ from jobs.observe.serializers import (
     PodsSerializer,
 )
 from jobs.records import selectors as record_selectors
-from rlark_site.exceptions import ApplicationError
+from rlark_site.foundation.exceptions import ApplicationError
 
 _NOT_FOUND = OpenApiResponse(description="missing, another team's, or not submitted")
 _UNREADABLE = OpenApiResponse(description="the cluster cannot be read")

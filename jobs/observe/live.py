@@ -36,7 +36,7 @@ from clusters.k8s import (
 from clusters.models import Cluster
 from jobs.models import RunRecord
 from jobs.observe import conf
-from rlark_site.exceptions import ApplicationError, NotFoundError
+from rlark_site.foundation.exceptions import ApplicationError, NotFoundError
 
 __all__ = [
     "LABEL_JOB",

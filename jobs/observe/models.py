@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from rlark_site.audit.tracking import audited
+from rlark_site.foundation.audit.tracking import audited
 
 
 class FailureTag(models.TextChoices):

@@ -9,7 +9,7 @@ from django.utils.translation import gettext as _
 from jobs.drafts.selectors import job_get_for_user
 from jobs.models import PodAttempt, RunRecord
 from jobs.observe.capture import attempt_log
-from rlark_site.exceptions import NotFoundError
+from rlark_site.foundation.exceptions import NotFoundError
 
 
 def run_record_for_job(user: Any, name: str) -> RunRecord:

@@ -35,7 +35,7 @@ from jobs.observe.capture import run_state
 from jobs.observe.live import record_credentials
 from jobs.observe.models import SignalState, SignalWatch
 from jobs.observe.patterns import LINE_MAX, find_line, parse_pattern, pattern_problem
-from rlark_site.exceptions import ApplicationError
+from rlark_site.foundation.exceptions import ApplicationError
 
 __all__ = [
     "SCAN_BYTES",

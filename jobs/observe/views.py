@@ -20,7 +20,7 @@ from jobs.observe.selectors import attempt_rows, run_record_for_job
 from jobs.observe.signals import head_pod_name
 from jobs.observe.states import LIVE_STATES
 from jobs.records import selectors as record_selectors
-from rlark_site.exceptions import ApplicationError
+from rlark_site.foundation.exceptions import ApplicationError
 
 
 def _refresh_seconds() -> int:

@@ -35,7 +35,7 @@ from jobs.records.serializers import (
     SubmitAcceptedSerializer,
 )
 from jobs.records.submission import job_submit
-from rlark_site.exceptions import ApplicationError, validated
+from rlark_site.foundation.exceptions import ApplicationError, validated
 
 _NOT_FOUND = OpenApiResponse(description="missing, or another team's")
 _TEAM_PARAM = OpenApiParameter("team", str, description="team slug (default: all your teams)")

@@ -14,7 +14,7 @@ from jobs.models import DeploymentParameters, Job, LaunchList
 from jobs.observe.patterns import pattern_problem
 from jobs.records.checklist import ANSWERS, CHECKLIST
 from jobs.records.serializers import MAX_TEXT, RoleConstraintSerializer, errors_detail
-from rlark_site.validators import no_control_characters
+from rlark_site.foundation.validators import no_control_characters
 
 _TEXTAREA = {"rows": 3, "spellcheck": "false"}
 

@@ -25,7 +25,7 @@ from typing import Final
 from django.utils.translation import gettext as _
 
 from jobs.models import JobState, RunRecord
-from rlark_site.exceptions import ApplicationError
+from rlark_site.foundation.exceptions import ApplicationError
 
 __all__ = [
     "ACTIVE_STATES",

@@ -26,15 +26,15 @@ from jobs.models import (
     SubmissionAttempt,
 )
 from jobs.records.rundiff import RunDiff, semantic_diff
-from rlark_site.audit.selectors import audit_events, event_as_dict
-from rlark_site.exceptions import NotFoundError
-from rlark_site.tenancy.access import (
+from rlark_site.foundation.audit.selectors import audit_events, event_as_dict
+from rlark_site.foundation.exceptions import NotFoundError
+from rlark_site.foundation.tenancy.access import (
     access_team_object,
     is_platform_admin,
     scope_to_member_teams,
     teams_for_user,
 )
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.tenancy.models import Team
 
 __all__ = [
     "AUDIT_EVENTS_IN_CHAIN",

@@ -9,7 +9,7 @@ from rest_framework import serializers
 
 from jobs.models import DeploymentParameters, LaunchList
 from jobs.observe.patterns import PATTERN_MAX, pattern_problem
-from rlark_site.limits import (
+from rlark_site.foundation.limits import (
     MAX_CHECKLIST_ANSWERS,
     MAX_DEVICE_KINDS,
     MAX_EXPECTED_SIGNALS,
@@ -19,7 +19,7 @@ from rlark_site.limits import (
     MAX_SELECTOR_CONDITIONS,
     BoundedDictField,
 )
-from rlark_site.validators import no_control_characters
+from rlark_site.foundation.validators import no_control_characters
 
 MAX_TEXT = 20_000
 

@@ -32,8 +32,8 @@ from jobs.models import (
 from jobs.records import conf
 from jobs.records.checklist import ANSWERS, checklist_codes
 from jobs.records.lifecycle import CANCELLABLE_STATES, move
-from rlark_site.exceptions import ApplicationError
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.exceptions import ApplicationError
+from rlark_site.foundation.tenancy.models import Team
 
 __all__ = [
     "deployment_parameters_create",

@@ -62,7 +62,7 @@ from jobs.records.snapshots import (
     launch_list_snapshot,
     verifications_snapshot,
 )
-from rlark_site.exceptions import ApplicationError
+from rlark_site.foundation.exceptions import ApplicationError
 
 __all__ = [
     "MANAGED_BY_LABEL",

@@ -31,9 +31,9 @@ from jobs.records.forms import (
     LaunchListForm,
 )
 from jobs.records.lifecycle import CANCELLABLE_STATES
-from rlark_site.exceptions import ApplicationError
-from rlark_site.tenancy.access import current_team
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.exceptions import ApplicationError
+from rlark_site.foundation.tenancy.access import current_team
+from rlark_site.foundation.tenancy.models import Team
 
 
 def _team(request: HttpRequest) -> Team:

@@ -12,7 +12,7 @@ from django.utils.translation import gettext as _
 from jobs.drafts.selectors import job_get_for_user
 from jobs.models import Job, JobState
 from jobs.wizard.fields import STEP_REVIEW, STEP_ROLES, STEP_WORKERS, FindingView, place_of
-from rlark_site.exceptions import ApplicationError
+from rlark_site.foundation.exceptions import ApplicationError
 
 __all__ = [
     "error_view",

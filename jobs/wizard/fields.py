@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from rlark_site.findings import Finding
+from rlark_site.foundation.findings import Finding
 
 __all__ = [
     "STEP_COMMON",

@@ -49,7 +49,7 @@ from jobs.wizard.presenters import (
     verification_panel,
 )
 from jobs.wizard.selectors import cluster_by_name, cluster_names, cluster_offer
-from rlark_site.exceptions import ApplicationError
+from rlark_site.foundation.exceptions import ApplicationError
 
 __all__ = ["request_verification", "role_matches", "workers"]
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from clusters.inventory.selectors import device_names
 from clusters.models import Cluster, ClusterLabel, NetworkDomain, StorageClass
 from jobs.models import DeploymentParameters, LaunchList, SSHKey
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.tenancy.models import Team
 
 __all__ = [
     "ClusterOffer",

@@ -39,8 +39,8 @@ from jobs.wizard.forms import BasicsForm, CommonForm, Goto, ReviewForm, RoleRow,
 from jobs.wizard.presenters import step_links
 from jobs.wizard.review import build_review, highlight_yaml
 from jobs.wizard.selectors import network_domain_names, team_records
-from rlark_site.exceptions import ApplicationError
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.exceptions import ApplicationError
+from rlark_site.foundation.tenancy.models import Team
 
 __all__ = [
     "basics", "common", "common_findings", "manifest_of", "review", "submit", "target_step",

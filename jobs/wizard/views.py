@@ -39,9 +39,9 @@ from jobs.wizard.common import (
 )
 from jobs.wizard.fields import STEP_COMMON, STEP_REVIEW, STEP_ROLES, STEP_WORKERS, FieldState
 from jobs.wizard.fields import finding_views as to_views
-from rlark_site.exceptions import ApplicationError
-from rlark_site.tenancy.access import current_team, teams_for_user
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.exceptions import ApplicationError
+from rlark_site.foundation.tenancy.access import current_team, teams_for_user
+from rlark_site.foundation.tenancy.models import Team
 
 __all__ = [
     "check_name",

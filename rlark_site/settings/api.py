@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from rlark_site.conf import env_int, env_str
+from rlark_site.foundation.conf import env_int, env_str
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -11,14 +11,14 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PARSER_CLASSES": [
-        "rlark_site.parsers.SafeJSONParser",
+        "rlark_site.foundation.parsers.SafeJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
-    "DEFAULT_PAGINATION_CLASS": "rlark_site.pagination.BoundedLimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "rlark_site.foundation.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "rlark_site.exceptions.api_exception_handler",
+    "EXCEPTION_HANDLER": "rlark_site.foundation.exceptions.api_exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     # Counted in the Redis cache (CACHES["default"]); `auth` is per username (auth/token/).
     "DEFAULT_THROTTLE_CLASSES": [

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.utils.translation import gettext_lazy as _
 
-from rlark_site.conf import BASE_DIR, env_bool, env_list, env_str
+from rlark_site.foundation.conf import BASE_DIR, env_bool, env_list, env_str
 
 DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
@@ -29,8 +29,8 @@ INSTALLED_APPS = [
     "pgtrigger",
     "pghistory",
     "pghistory.admin",
-    "rlark_site.tenancy",
-    "rlark_site.audit",
+    "rlark_site.foundation.tenancy",
+    "rlark_site.foundation.audit",
     "clusters",
     "jobs",
 ]
@@ -40,7 +40,7 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
-    "rlark_site.guard.RequestGuardMiddleware",
+    "rlark_site.foundation.guard.RequestGuardMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -48,10 +48,10 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "rlark_site.exceptions.DomainErrorMiddleware",
+    "rlark_site.foundation.exceptions.DomainErrorMiddleware",
     "axes.middleware.AxesMiddleware",
-    "rlark_site.audit.middleware.AuditContextMiddleware",
-    "rlark_site.logcontext.RequestContextMiddleware",
+    "rlark_site.foundation.audit.middleware.AuditContextMiddleware",
+    "rlark_site.foundation.logcontext.RequestContextMiddleware",
 ]
 
 TEMPLATES = [
@@ -65,9 +65,9 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "django.template.context_processors.i18n",
-                "rlark_site.tenancy.context_processors.tenancy",
+                "rlark_site.foundation.tenancy.context_processors.tenancy",
                 "rlark_site.navigation.nav_links",
-                "rlark_site.sso.sso_context",
+                "rlark_site.foundation.sso.sso_context",
                 "jobs.context_processors.pending_requests",
             ],
         },

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.core.exceptions import ImproperlyConfigured
 
-from rlark_site.conf import database_from_url, env_str
+from rlark_site.foundation.conf import database_from_url, env_str
 
 _DATABASE_URL = env_str("DATABASE_URL")
 if not _DATABASE_URL:

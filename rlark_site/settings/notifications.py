@@ -3,7 +3,7 @@ the site's address in messages, and the webhook retry pause."""
 
 from __future__ import annotations
 
-from rlark_site.conf import env_float, env_int, env_str
+from rlark_site.foundation.conf import env_float, env_int, env_str
 
 EMAIL_BACKEND = env_str("RLARK_EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
 EMAIL_HOST = env_str("RLARK_EMAIL_HOST", "localhost")

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
-from rlark_site.conf import env_str
+from rlark_site.foundation.conf import env_str
 
 RLARK_LOG_FORMAT = env_str("RLARK_LOG_FORMAT", "console").strip().lower()
 if RLARK_LOG_FORMAT not in {"json", "console"}:
@@ -32,7 +32,7 @@ JSON_FORMATTER: dict[str, Any] = {
 LOGGING: dict[str, Any] = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"context": {"()": "rlark_site.logcontext.ContextFilter"}},
+    "filters": {"context": {"()": "rlark_site.foundation.logcontext.ContextFilter"}},
     "formatters": {"main": JSON_FORMATTER if RLARK_LOG_FORMAT == "json" else CONSOLE_FORMATTER},
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": "main", "filters": ["context"]},

@@ -5,7 +5,7 @@ from datetime import timedelta
 from csp.constants import NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
-from rlark_site.conf import STATE_DIR, env_bool, env_int, env_list, env_str
+from rlark_site.foundation.conf import STATE_DIR, env_bool, env_int, env_list, env_str
 from rlark_site.settings.base import DEBUG
 
 SECRET_KEY = env_str("SECRET_KEY")
@@ -46,16 +46,16 @@ AUTH_PASSWORD_VALIDATORS = [
 # address alone (many people share one company proxy). Unlock: Django admin -> Axes -> Access
 # attempts (delete), or `manage.py axes_reset_username NAME`.
 AUTHENTICATION_BACKENDS = [
-    "rlark_site.tenancy.backends.LoginLockoutBackend",
+    "rlark_site.foundation.tenancy.backends.LoginLockoutBackend",
     "django.contrib.auth.backends.ModelBackend",
     # OpenID Connect sign-in (rlark_site/settings/sso.py; answers nothing while SSO is off).
-    "rlark_site.sso.OIDCBackend",
+    "rlark_site.foundation.sso.OIDCBackend",
 ]
 AXES_FAILURE_LIMIT = env_int("RLARK_LOGIN_FAILURE_LIMIT", 10)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("RLARK_LOGIN_COOLOFF_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = ["username", ["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
-AXES_LOCKOUT_CALLABLE = "rlark_site.tenancy.accounts.lockout_response"
+AXES_LOCKOUT_CALLABLE = "rlark_site.foundation.tenancy.accounts.lockout_response"
 AXES_IPWARE_PROXY_COUNT = env_int("RLARK_TRUSTED_PROXY_COUNT", 0) or None
 AXES_VERBOSE = False
 

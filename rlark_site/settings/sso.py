@@ -1,7 +1,7 @@
 """Single sign-on through OpenID Connect (mozilla-django-oidc), off unless RLARK_OIDC_ENABLED.
 
-Endpoints come from the issuer's discovery document (`rlark_site/sso.py`); users are created
-at their first sign-in; platform-admin status and team memberships can follow the groups the
+Endpoints come from the issuer's discovery document (`rlark_site/foundation/sso.py`); users are
+created at their first sign-in; platform-admin status and team memberships can follow the groups the
 provider sends. The local password login stays for the break-glass admin (docs/deploy.md).
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.core.exceptions import ImproperlyConfigured
 
-from rlark_site.conf import env_bool, env_int, env_list, env_str
+from rlark_site.foundation.conf import env_bool, env_int, env_list, env_str
 
 RLARK_OIDC_ENABLED = env_bool("RLARK_OIDC_ENABLED", False)
 RLARK_OIDC_ISSUER = env_str("RLARK_OIDC_ISSUER").rstrip("/")
@@ -28,8 +28,8 @@ OIDC_VERIFY_SSL = True
 OIDC_TIMEOUT = env_int("RLARK_OIDC_TIMEOUT", 10)
 OIDC_USE_NONCE = True
 OIDC_USE_PKCE = True
-OIDC_AUTHENTICATE_CLASS = "rlark_site.sso.AuthenticateView"
-OIDC_CALLBACK_CLASS = "rlark_site.sso.CallbackView"
+OIDC_AUTHENTICATE_CLASS = "rlark_site.foundation.sso.AuthenticateView"
+OIDC_CALLBACK_CLASS = "rlark_site.foundation.sso.CallbackView"
 OIDC_AUTHENTICATION_CALLBACK_URL = "oidc_authentication_callback"
 LOGIN_REDIRECT_URL_FAILURE = "/login/?sso=failed"
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from rlark_site.conf import (
+from rlark_site.foundation.conf import (
     KUBE_READ_ATTEMPTS_DEFAULT,
     KUBE_TIMEOUT_DEFAULT,
     env_float,
@@ -73,8 +73,8 @@ RLARK_SUBMIT_RETRY_BASE = env_float("RLARK_SUBMIT_RETRY_BASE", 2.0)
 RLARK_SUBMIT_RETRY_CAP = env_float("RLARK_SUBMIT_RETRY_CAP", 60.0)
 RLARK_SUBMIT_LEASE = env_float("RLARK_SUBMIT_LEASE", 60.0)
 RLARK_SUBMIT_RESUME_GRACE = env_float("RLARK_SUBMIT_RESUME_GRACE", 30.0)
-# Celery beat holds a Redis lock while it runs (rlark_site/beatlock.py): a second beat waits as
-# a standby and takes over within this many seconds of the holder's death.
+# Celery beat holds a Redis lock while it runs (rlark_site/foundation/beatlock.py): a second beat
+# waits as a standby and takes over within this many seconds of the holder's death.
 RLARK_BEAT_LOCK_TTL = env_float("RLARK_BEAT_LOCK_TTL", 30.0)
 
 # The shared cache (Redis, the same server as the broker): live pod/event snapshots of a job are

@@ -10,7 +10,7 @@ from playwright.sync_api import Page, expect
 
 from jobs.drafts.services import job_create
 from jobs.models import Job, JobState
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.tenancy.models import Team
 from tests.browser.conftest import login, screenshot
 from tests.conftest import PASSWORD
 from tests.jobs.records_support import run_record_for

@@ -22,7 +22,7 @@ from clusters.models import Cluster, NetworkDomain, Node, Verification
 from clusters.verifications.services import verification_approve, verification_request
 from jobs.drafts.services import ssh_key_create
 from jobs.models import DeploymentParameters, Job, JobState, LaunchList
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.tenancy.models import Team
 from tests.browser.conftest import login
 from tests.conftest import PASSWORD
 from tests.factories import load_fleet_rows

@@ -29,7 +29,7 @@ from clusters.verifications.selectors import verification_checks, verification_r
 from clusters.verifications.services import verification_request
 from jobs.core.findings import check
 from jobs.core.spec import CheckContext, JobSpec, Mount, RoleSpec, selector_key
-from rlark_site.findings import Finding
+from rlark_site.foundation.findings import Finding
 from tests.factories import load_fleet_rows
 
 CLUSTER = "gpu-a"

@@ -153,7 +153,7 @@ def test_a_bad_selector_in_a_request_answers_400(member: Any, api_client_for: Cl
 def test_a_user_in_two_teams_must_say_which(
     team: Any, other_team: Any, member: Any, api_client_for: Client,
 ) -> None:
-    from rlark_site.tenancy.models import Membership
+    from rlark_site.foundation.tenancy.models import Membership
 
     Membership.objects.create(team=other_team, user=member)
     client = api_client_for(member)

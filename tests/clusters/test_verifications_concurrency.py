@@ -19,7 +19,7 @@ from clusters.verifications.services import (
     verification_request,
     verification_request_outcome,
 )
-from rlark_site.exceptions import ApplicationError
+from rlark_site.foundation.exceptions import ApplicationError
 from tests.conftest import make_user
 from tests.factories import load_fleet_rows
 

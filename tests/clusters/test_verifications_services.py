@@ -18,7 +18,7 @@ from clusters.verifications.services import (
     verification_request_outcome,
     verifications_follow_inventory,
 )
-from rlark_site.exceptions import ApplicationError, NotFoundError
+from rlark_site.foundation.exceptions import ApplicationError, NotFoundError
 from tests.factories import load_fleet_rows
 
 pytestmark = pytest.mark.django_db

@@ -50,8 +50,9 @@ def test_the_url_names_navigation_expects_exist() -> None:
 @pytest.mark.parametrize("who", ["member", "owner", "outsider"])
 def test_the_queue_is_forbidden_to_non_admins(request: Any, team: Any, member: Any,
                                               who: str) -> None:
-    """Admin-only routes answer 403 everywhere (rlark_site.tenancy.access.require_platform_admin);
-    tenant-owned objects keep answering 404."""
+    """Admin-only routes answer 403 everywhere
+    (rlark_site.foundation.tenancy.access.require_platform_admin); tenant-owned objects keep
+    answering 404."""
     pending(team, member)
     user = request.getfixturevalue(who)
     assert logged_in(user).get(QUEUE).status_code == 403

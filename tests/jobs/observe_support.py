@@ -7,7 +7,7 @@ from typing import Any
 from jobs.models import RunRecord
 from jobs.records.submission import job_submit
 from jobs.tasks import submit_run_record
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.tenancy.models import Team
 from tests.jobs.records_support import register_fleet, submittable_job
 
 CLUSTER = "gpu-a"

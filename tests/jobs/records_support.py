@@ -9,7 +9,7 @@ from clusters.models import Cluster, VerificationState
 from clusters.verifications.services import verification_approve, verification_request
 from jobs.drafts.services import job_create
 from jobs.models import DeploymentParameters, Job, LaunchList, RunRecord
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.tenancy.models import Team
 from tests.factories import DEMO_FLEET, load_fleet_rows
 
 DIGEST = "sha256:" + "ab" * 32

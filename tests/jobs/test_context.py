@@ -17,7 +17,7 @@ from jobs.core.spec import EnvVar, Mount, ResourcePair
 from jobs.drafts.selectors import job_get_for_user
 from jobs.drafts.services import job_create, ssh_key_create
 from jobs.models import Job, JobState
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.tenancy.models import Team
 from tests.factories import load_fleet_rows
 from tests.jobs.records_support import run_record_for
 

@@ -11,8 +11,8 @@ from pghistory.models import Events
 from clusters.models import Cluster, ClusterJob
 from jobs.drafts.services import job_create, job_delete, job_update
 from jobs.models import DeploymentParameters, Job, JobState, LaunchList, Role
-from rlark_site.exceptions import ApplicationError
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.exceptions import ApplicationError
+from rlark_site.foundation.tenancy.models import Team
 from tests.jobs.records_support import run_record_for
 
 pytestmark = pytest.mark.django_db

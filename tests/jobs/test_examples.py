@@ -20,7 +20,7 @@ from jobs.core.render import Manifest, build_manifest
 from jobs.drafts.selectors import job_get_for_user
 from jobs.drafts.services import job_create, ssh_key_create
 from jobs.models import DeploymentParameters, LaunchList
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.tenancy.models import Team
 from tests.factories import REPO, load_fleet_rows
 
 pytestmark = pytest.mark.django_db

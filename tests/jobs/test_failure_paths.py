@@ -16,7 +16,7 @@ from jobs.models import AttemptOutcome, Job, JobState, RunRecord
 from jobs.records.submission import job_submit, stalled_run_record_ids, submit_attempt
 from jobs.tasks import submit_run_record
 from rlark_site.celery import app as celery_app
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.tenancy.models import Team
 from tests.jobs.records_support import register_fleet, submittable_job
 
 CLUSTER = "gpu-a"

@@ -32,7 +32,7 @@ from jobs.core.spec import (
     selector_key,
 )
 from jobs.core.sshkeys import SSHKeyError, fingerprint_sha256, validate_openssh_public_key
-from rlark_site.findings import Finding
+from rlark_site.foundation.findings import Finding
 from tests.jobs.fleet_context import (
     ALICE_FINGERPRINT,
     ALICE_KEY,

@@ -11,7 +11,7 @@ from django.urls import reverse
 from jobs.core.startscript import RESERVED_ENV_NAMES
 from jobs.drafts.services import job_create
 from jobs.help import GLOSSARY
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.tenancy.models import Team
 
 pytestmark = pytest.mark.django_db
 

@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 from clusters.models import Cluster
 from clusters.verifications.services import verification_approve, verification_request
 from jobs.models import DeploymentParameters, Job, JobState, LaunchList, Role
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.tenancy.models import Team
 from tests.factories import load_fleet_rows
 from tests.jobs.records_support import run_record_for
 

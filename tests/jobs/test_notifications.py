@@ -20,7 +20,7 @@ from django.urls import reverse
 from jobs.models import EventKind, NotificationEvent, RunRecord, WebhookDelivery
 from jobs.notify.services import emit, preferences_set, webhook_set
 from jobs.records.status import sync_submitted_jobs
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.tenancy.models import Team
 from tests.jobs.observe_support import CLUSTER, NAMESPACE, running_job
 
 pytestmark = pytest.mark.django_db

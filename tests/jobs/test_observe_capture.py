@@ -12,7 +12,7 @@ from django.urls import reverse
 from clusters import k8s
 from jobs.models import FailureTag, JobState, PodAttempt, RunRecord
 from jobs.observe.capture import LOG_TAIL_BYTES, attempt_log, capture_cluster
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.tenancy.models import Team
 from tests.jobs.observe_support import CLUSTER, HEAD_POD, NAMESPACE, running_job
 
 pytestmark = pytest.mark.django_db

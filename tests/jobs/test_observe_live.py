@@ -12,7 +12,7 @@ from django.test import Client
 from django.urls import reverse
 
 from jobs.models import RunRecord
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.tenancy.models import Team
 from tests.jobs.observe_support import CLUSTER, HEAD_POD, NAMESPACE, running_job
 from tests.jobs.records_support import submittable_job
 

@@ -20,7 +20,7 @@ from jobs.observe.patterns import find_line, parse_pattern, pattern_problem
 from jobs.observe.signals import scan_first_signals
 from jobs.records.forms import LaunchListForm
 from jobs.records.selectors import deployment_parameters_for_team
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.tenancy.models import Team
 from tests.jobs.observe_support import CLUSTER, HEAD_POD, NAMESPACE, running_job
 
 SIGNAL = "first rollout batch with reward mean"

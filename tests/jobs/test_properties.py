@@ -27,7 +27,7 @@ from jobs.core.findings import check, has_errors
 from jobs.core.render import build_manifest, dump_yaml, render_manifest
 from jobs.core.spec import EnvVar, JobSpec, Mount, ResourcePair, RoleSpec
 from jobs.core.startscript import RAY_TEMP_DIR_ENV, RESERVED_ENV_NAMES, TUNABLE_ENV_NAMES
-from rlark_site.findings import Finding
+from rlark_site.foundation.findings import Finding
 from tests.jobs.fleet_context import (
     ALICE_KEY,
     BOB_KEY,

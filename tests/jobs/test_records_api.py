@@ -12,7 +12,7 @@ from clusters.models import Cluster
 from clusters.verifications.services import verification_request
 from jobs.drafts.services import job_create
 from jobs.models import DeploymentParameters, LaunchList
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.tenancy.models import Team
 from tests.factories import load_fleet_rows
 from tests.jobs.records_support import CPU_SELECTOR, HEAD_SELECTOR, approved, role
 

@@ -15,7 +15,7 @@ from jobs.core.render import dump_yaml
 from jobs.models import FirstRunCheck, Job, JobState, RunRecord, SubmissionState
 from jobs.records.status import sync_submitted_jobs
 from jobs.tasks import submit_run_record
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.tenancy.models import Team
 from tests.jobs.records_support import register_fleet, submittable_job
 
 pytestmark = pytest.mark.django_db

@@ -15,7 +15,7 @@ from jobs.records.services import run_record_clone
 from jobs.records.status import sync_submitted_jobs
 from jobs.records.submission import job_submit
 from jobs.tasks import submit_run_record
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.tenancy.models import Team
 from tests.jobs.records_support import POOL_SELECTOR, register_fleet, submittable_job
 
 pytestmark = pytest.mark.django_db

@@ -14,8 +14,8 @@ from rest_framework.test import APIClient
 from jobs.core.sshkeys import fingerprint_sha256
 from jobs.drafts.services import ssh_key_create, ssh_key_delete
 from jobs.models import SSHKey
-from rlark_site.exceptions import ApplicationError
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.exceptions import ApplicationError
+from rlark_site.foundation.tenancy.models import Team
 
 pytestmark = pytest.mark.django_db
 

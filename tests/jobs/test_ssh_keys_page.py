@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from jobs.drafts.services import ssh_key_create
 from jobs.models import SSHKey
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.tenancy.models import Team
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,7 @@ from jobs.models import JobState, RunRecord
 from jobs.records.status import apply_observations, observation, sync_cluster
 from jobs.tasks import sync_cluster_status
 from jobs.tasks import sync_submitted_jobs as sync_task
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.tenancy.models import Team
 from tests.jobs.records_support import register_fleet, run_record_for
 
 pytestmark = pytest.mark.django_db

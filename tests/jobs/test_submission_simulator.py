@@ -17,7 +17,7 @@ from clusters.models import Cluster
 from jobs.models import AttemptOutcome, Job, JobState, RunRecord, SubmissionState
 from jobs.records.submission import job_submit
 from jobs.tasks import submit_run_record
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.tenancy.models import Team
 from tests.jobs.records_support import register_fleet, submittable_job
 
 pytestmark = pytest.mark.django_db

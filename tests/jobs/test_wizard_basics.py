@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from jobs.drafts.services import job_create
 from jobs.models import Job
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.tenancy.models import Team
 
 pytestmark = pytest.mark.django_db
 

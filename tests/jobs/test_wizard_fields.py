@@ -19,7 +19,7 @@ from jobs.wizard.fields import (
     place_of,
 )
 from jobs.wizard.review import highlight_yaml
-from rlark_site.findings import Finding
+from rlark_site.foundation.findings import Finding
 
 
 def finding(field: str | None, code: str = "x.y", severity: str = "error") -> Finding:

@@ -13,7 +13,7 @@ from pghistory.models import Events
 
 from jobs.drafts.services import job_create
 from jobs.models import Job, JobState, RunRecord
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.tenancy.models import Team
 from tests.jobs.records_support import run_record_for
 
 pytestmark = pytest.mark.django_db

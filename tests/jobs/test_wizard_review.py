@@ -17,7 +17,7 @@ from jobs.context import evaluate
 from jobs.core.render import build_manifest
 from jobs.drafts.services import job_create, ssh_key_create
 from jobs.models import Job, JobState, LaunchList, RunRecord
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.tenancy.models import Team
 from tests.factories import load_fleet_rows
 from tests.jobs.records_support import submittable_job
 

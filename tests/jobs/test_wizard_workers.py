@@ -18,7 +18,7 @@ from clusters.verifications.services import (
 from jobs.core.images import IMAGE_PLACEHOLDER
 from jobs.drafts.services import job_create
 from jobs.models import Job
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.tenancy.models import Team
 from tests.factories import load_fleet_rows
 
 pytestmark = pytest.mark.django_db

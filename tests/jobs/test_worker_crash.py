@@ -30,7 +30,7 @@ from clusters.simulator.testing import DEMO_FLEET_PATH, start_simulator_process
 from jobs.models import AttemptOutcome, JobState, RunRecord, SubmissionAttempt, SubmissionState
 from jobs.records.submission import job_submit, stalled_run_record_ids
 from jobs.tasks import resume_stalled_submissions
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.tenancy.models import Team
 from tests.jobs.records_support import register_fleet, submittable_job
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -17,7 +17,7 @@ from django.utils import timezone
 from pghistory.models import Events
 from rest_framework.test import APIClient
 
-from rlark_site.tenancy.models import ApiToken, Membership
+from rlark_site.foundation.tenancy.models import ApiToken, Membership
 from tests.conftest import PASSWORD, make_user
 
 pytestmark = pytest.mark.django_db

@@ -15,8 +15,8 @@ from django.db import connection, transaction
 from django.db.utils import DatabaseError
 from psycopg import sql
 
-from rlark_site.audit.management.commands.grant_app_role import event_tables
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.audit.management.commands.grant_app_role import event_tables
+from rlark_site.foundation.tenancy.models import Team
 
 pytestmark = pytest.mark.django_db
 

@@ -5,8 +5,8 @@ from django.db import connection, transaction
 from django.db.utils import InternalError, ProgrammingError
 from pghistory.models import Events
 
-from rlark_site.audit.selectors import audit_events
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.audit.selectors import audit_events
+from rlark_site.foundation.tenancy.models import Team
 
 pytestmark = pytest.mark.django_db
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from rlark_site.audit.indexes import event_tables
+from rlark_site.foundation.audit.indexes import event_tables
 
 pytestmark = pytest.mark.django_db
 

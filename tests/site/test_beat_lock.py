@@ -10,7 +10,7 @@ import pytest
 import redis
 from django.conf import settings
 
-from rlark_site.beatlock import BeatLock
+from rlark_site.foundation.beatlock import BeatLock
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
-"""Hostile input is refused by one mechanism (rlark_site.guard, the JSON parser, the pagination),
-and every API answer, error or not, is JSON of the one error shape."""
+"""Hostile input is refused by one mechanism (rlark_site.foundation.guard, the JSON parser, the
+pagination), and every API answer, error or not, is JSON of the one error shape."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from django.urls import include, path
 from rest_framework.test import APIClient
 
 from jobs.models import Job
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.tenancy.models import Team
 
 pytestmark = pytest.mark.django_db
 
@@ -128,7 +128,7 @@ urlpatterns = [
     path("explode/", _explode),
     path("", include("rlark_site.urls")),
 ]
-handler500 = "rlark_site.exceptions.server_error"
+handler500 = "rlark_site.foundation.exceptions.server_error"
 
 
 @override_settings(ROOT_URLCONF=__name__)

@@ -20,9 +20,9 @@ from django.test import Client
 from pythonjsonlogger.json import JsonFormatter
 
 from rlark_site.celery import app
-from rlark_site.logcontext import ContextFilter
+from rlark_site.foundation.logcontext import ContextFilter
+from rlark_site.foundation.tenancy.models import Team
 from rlark_site.settings.observability import JSON_FORMATTER
-from rlark_site.tenancy.models import Team
 from tests.conftest import PASSWORD, REPO
 
 

@@ -19,8 +19,8 @@ from clusters.metrics import record_poll
 from clusters.models import Node, Verification, VerificationState
 from jobs.metrics import record_submission
 from jobs.models import Job, JobState, RunRecord
-from rlark_site import metrics
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation import metrics
+from rlark_site.foundation.tenancy.models import Team
 from tests.factories import load_fleet_rows
 from tests.jobs.records_support import run_record_for
 

@@ -22,13 +22,14 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 from clusters.models import Cluster, Verification
 from jobs.models import DeploymentParameters, Job, LaunchList, RunRecord, SSHKey
-from rlark_site.tenancy.models import ApiToken, Team
+from rlark_site.foundation.tenancy.models import ApiToken, Team
 
 pytestmark = pytest.mark.django_db
 
 # Global, not team-owned: clusters are listed for everyone and written by platform admins.
 GLOBAL = re.compile(r"^(api/v1/clusters/|clusters/cluster/)")
-# Platform admins only (403 to anyone else, rlark_site.tenancy.access.require_platform_admin).
+# Platform admins only (403 to anyone else,
+# rlark_site.foundation.tenancy.access.require_platform_admin).
 ADMIN_ONLY = re.compile(
     r"(^clusters/verifications/queue/|^api/v1/verifications/.*/(approve|reject)/$)"
 )

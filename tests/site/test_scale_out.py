@@ -34,7 +34,7 @@ from clusters.simulator.testing import DEMO_FLEET_PATH, start_simulator_process
 from jobs.models import RunRecord, SubmissionState
 from jobs.records.submission import job_submit
 from jobs.tasks import submit_run_record
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.tenancy.models import Team
 from tests.conftest import PASSWORD
 from tests.jobs.records_support import register_fleet, submittable_job
 from tests.jobs.test_worker_crash import child_database_conninfo, wait_for

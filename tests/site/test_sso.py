@@ -24,8 +24,8 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.test.utils import override_settings
 
-from rlark_site import sso
-from rlark_site.tenancy.models import MemberRole, Membership, Team
+from rlark_site.foundation import sso
+from rlark_site.foundation.tenancy.models import MemberRole, Membership, Team
 from tests.conftest import PASSWORD, make_user
 
 CLIENT_ID = "rlark"

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from rlark_site.tenancy.models import Membership, Team
+from rlark_site.foundation.tenancy.models import Membership, Team
 from tests.conftest import PASSWORD, make_user
 
 pytestmark = pytest.mark.django_db

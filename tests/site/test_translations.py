@@ -23,7 +23,7 @@ from rest_framework.test import APIClient
 
 from clusters.models import Cluster
 from clusters.verifications.services import verification_request
-from rlark_site.tenancy.models import Team
+from rlark_site.foundation.tenancy.models import Team
 from tests.factories import load_fleet_rows
 
 CATALOG = Path(__file__).resolve().parents[2] / "locale" / "zh_Hans" / "LC_MESSAGES"

@@ -14,7 +14,7 @@ from clusters.inventory.services import (
     poll_cluster,
 )
 from clusters.simulator.fleet import FleetError
-from rlark_site.exceptions import ApplicationError
+from rlark_site.foundation.exceptions import ApplicationError
 
 
 class Command(BaseCommand):

@@ -25,7 +25,7 @@ from jobs.core.findings.placement import (
 from jobs.core.findings.resources import resource_findings
 from jobs.core.findings.scripts import env_findings, script_findings
 from jobs.core.spec import CheckContext, JobSpec, field_of, spec_roles
-from rlark_site.findings import Finding, has_errors
+from rlark_site.foundation.findings import Finding, has_errors
 
 __all__ = [
     "MAX_MANIFEST_SCRIPT_BYTES",

@@ -1,5 +1,6 @@
 """What every rule module shares: readers of unchecked input, and one role as the rules see
-it. (The finding builder is `rlark_site.findings.new_finding`, shared with `clusters`.)"""
+it. (The finding builder is `rlark_site.foundation.findings.new_finding`, shared with
+`clusters`.)"""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ from jobs.core.spec import (
     header_index,
     role_match,
 )
-from rlark_site.findings import Finding, new_finding
-from rlark_site.findings import translate as _
+from rlark_site.foundation.findings import Finding, new_finding
+from rlark_site.foundation.findings import translate as _
 
 ROLE_NAME = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9]*[A-Za-z0-9])?")
 NAME_MAX = 63

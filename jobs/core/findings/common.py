@@ -25,8 +25,8 @@ from jobs.core.sshkeys import validate_openssh_public_key
 from jobs.core.startscript import (
     MAX_START_SCRIPT_BYTES,
 )
-from rlark_site.findings import Finding, new_finding
-from rlark_site.findings import translate as _
+from rlark_site.foundation.findings import Finding, new_finding
+from rlark_site.foundation.findings import translate as _
 
 # Kubernetes stores an object in etcd up to 1.5 MiB; the start scripts are most of a Job.
 MAX_MANIFEST_SCRIPT_BYTES = 1_000_000

@@ -16,8 +16,8 @@ from jobs.core.spec import (
     as_text,
     field_of,
 )
-from rlark_site.findings import Finding, new_finding
-from rlark_site.findings import translate as _
+from rlark_site.foundation.findings import Finding, new_finding
+from rlark_site.foundation.findings import translate as _
 
 
 def image_findings(r: CheckedRole) -> Iterator[Finding]:

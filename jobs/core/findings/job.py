@@ -20,8 +20,8 @@ from jobs.core.spec import (
     is_count,
     spec_roles,
 )
-from rlark_site.findings import Finding, new_finding
-from rlark_site.findings import translate as _
+from rlark_site.foundation.findings import Finding, new_finding
+from rlark_site.foundation.findings import translate as _
 
 
 def role_name_findings(r: CheckedRole, earlier: Sequence[object]) -> Iterator[Finding]:

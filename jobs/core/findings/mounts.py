@@ -19,8 +19,8 @@ from jobs.core.spec import (
     as_items,
     field_of,
 )
-from rlark_site.findings import Finding
-from rlark_site.findings import translate as _
+from rlark_site.foundation.findings import Finding
+from rlark_site.foundation.findings import translate as _
 
 # A mount target may not be one of these directories ...
 SYSTEM_DIRECTORIES = ("/", "/home", "/opt", "/tmp", "/var")  # noqa: S108

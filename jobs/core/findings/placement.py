@@ -25,8 +25,8 @@ from jobs.core.spec import (
     field_of,
     is_count,
 )
-from rlark_site.findings import Finding
-from rlark_site.findings import translate as _
+from rlark_site.foundation.findings import Finding
+from rlark_site.foundation.findings import translate as _
 
 
 def cluster_findings(r: CheckedRole) -> Iterator[Finding]:

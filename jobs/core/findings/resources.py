@@ -14,8 +14,8 @@ from jobs.core.findings.base import (
 from jobs.core.spec import (
     field_of,
 )
-from rlark_site.findings import Finding
-from rlark_site.findings import translate as _
+from rlark_site.foundation.findings import Finding
+from rlark_site.foundation.findings import translate as _
 
 
 def resource_findings(r: CheckedRole) -> Iterator[Finding]:

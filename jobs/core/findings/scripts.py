@@ -24,8 +24,8 @@ from jobs.core.startscript import (
     RESERVED_ENV_NAMES,
     TUNABLE_ENV_NAMES,
 )
-from rlark_site.findings import Finding
-from rlark_site.findings import translate as _
+from rlark_site.foundation.findings import Finding
+from rlark_site.foundation.findings import translate as _
 
 _C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SECONDS = re.compile(r"[0-9]{1,6}")

@@ -11,7 +11,7 @@ from django.db import transaction
 
 from jobs.core.sshkeys import fingerprint_sha256
 from jobs.models import LaunchList, SSHKey
-from rlark_site.tenancy.models import MemberRole, Membership, Team
+from rlark_site.foundation.tenancy.models import MemberRole, Membership, Team
 
 User = get_user_model()
 

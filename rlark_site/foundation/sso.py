@@ -24,7 +24,7 @@ from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.utils import import_from_settings
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
-from rlark_site.tenancy.models import MemberRole, Membership, Team
+from rlark_site.foundation.tenancy.models import MemberRole, Membership, Team
 
 logger = logging.getLogger(__name__)
 

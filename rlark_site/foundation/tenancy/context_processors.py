@@ -4,7 +4,7 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from rlark_site.tenancy.access import current_team, is_platform_admin, teams_for_user
+from rlark_site.foundation.tenancy.access import current_team, is_platform_admin, teams_for_user
 
 
 def tenancy(request: HttpRequest) -> dict[str, Any]:

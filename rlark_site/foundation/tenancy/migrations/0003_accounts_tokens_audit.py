@@ -169,7 +169,7 @@ class Migration(migrations.Migration):
         # DRF's authtoken stored API tokens in plain text; they are replaced by hashed knox tokens
         # (users create new ones on the "API tokens" page).
         migrations.RunSQL("DROP TABLE IF EXISTS authtoken_token", migrations.RunSQL.noop),
-        # The audit lookup indexes every event table has (rlark_site/audit/migrations/0001).
+        # The audit lookup indexes every event table has (rlark_site/foundation/audit/migrations/0001).
         migrations.RunSQL(
             'CREATE INDEX IF NOT EXISTS "tenancy_userevent_obj_text" ON "tenancy_userevent" ((pgh_obj_id::text))',
             'DROP INDEX IF EXISTS "tenancy_userevent_obj_text"',
@@ -178,7 +178,7 @@ class Migration(migrations.Migration):
             'CREATE INDEX IF NOT EXISTS "tenancy_userevent_obj_pgh" ON "tenancy_userevent" (pgh_obj_id, pgh_id)',
             'DROP INDEX IF EXISTS "tenancy_userevent_obj_pgh"',
         ),
-        # The audit lookup indexes every event table has (rlark_site/audit/migrations/0001).
+        # The audit lookup indexes every event table has (rlark_site/foundation/audit/migrations/0001).
         migrations.RunSQL(
             'CREATE INDEX IF NOT EXISTS "tenancy_apitokenevent_obj_text" ON "tenancy_apitokenevent" ((pgh_obj_id::text))',
             'DROP INDEX IF EXISTS "tenancy_apitokenevent_obj_text"',

@@ -11,8 +11,8 @@ from django.db.models import Model, QuerySet
 from django.utils.translation import gettext as _
 from rest_framework.permissions import BasePermission
 
-from rlark_site.exceptions import AdminOnlyError, NotFoundError
-from rlark_site.tenancy.models import MemberRole, Membership, Team
+from rlark_site.foundation.exceptions import AdminOnlyError, NotFoundError
+from rlark_site.foundation.tenancy.models import MemberRole, Membership, Team
 
 M = TypeVar("M", bound=Model)
 AnyUser = Any  # a User or AnonymousUser (django-stubs types request.user loosely)

@@ -18,8 +18,8 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.translation import gettext as _
 from django.views import defaults
 
-from rlark_site.exceptions import api_error_response, is_api_request
-from rlark_site.validators import has_control_characters
+from rlark_site.foundation.exceptions import api_error_response, is_api_request
+from rlark_site.foundation.validators import has_control_characters
 
 BIGINT_MAX = 2**63 - 1
 _DIGITS = re.compile(r"[0-9]+")

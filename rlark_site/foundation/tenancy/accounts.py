@@ -14,14 +14,14 @@ from django.shortcuts import render
 from django.utils.translation import gettext as _
 from knox.settings import knox_settings
 
-from rlark_site.exceptions import (
+from rlark_site.foundation.exceptions import (
     ApplicationError,
     NotFoundError,
     api_error_response,
     is_api_request,
 )
-from rlark_site.tenancy.models import ApiToken
-from rlark_site.validators import has_control_characters
+from rlark_site.foundation.tenancy.models import ApiToken
+from rlark_site.foundation.validators import has_control_characters
 
 LOCKED_STATUS = 429
 

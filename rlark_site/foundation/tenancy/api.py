@@ -13,18 +13,23 @@ from rest_framework.response import Response
 from rest_framework.throttling import AnonRateThrottle, SimpleRateThrottle
 from rest_framework.views import APIView
 
-from rlark_site.exceptions import ApplicationError, validated
-from rlark_site.pagination import BoundedLimitOffsetPagination, paginated
-from rlark_site.tenancy.access import (
+from rlark_site.foundation.exceptions import ApplicationError, validated
+from rlark_site.foundation.pagination import BoundedLimitOffsetPagination, paginated
+from rlark_site.foundation.tenancy.access import (
     access_team,
     can_manage_members,
     require_platform_admin,
     visible_teams,
 )
-from rlark_site.tenancy.accounts import lockout_message, token_create, token_revoke, tokens_of
-from rlark_site.tenancy.models import ApiToken, MemberRole, Membership, Team
-from rlark_site.tenancy.services import member_add, team_create
-from rlark_site.validators import no_control_characters
+from rlark_site.foundation.tenancy.accounts import (
+    lockout_message,
+    token_create,
+    token_revoke,
+    tokens_of,
+)
+from rlark_site.foundation.tenancy.models import ApiToken, MemberRole, Membership, Team
+from rlark_site.foundation.tenancy.services import member_add, team_create
+from rlark_site.foundation.validators import no_control_characters
 
 
 class UsernameRateThrottle(SimpleRateThrottle):

@@ -7,7 +7,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from rlark_site.tenancy.models import ApiToken
+from rlark_site.foundation.tenancy.models import ApiToken
 
 
 @admin.register(ApiToken)

@@ -7,9 +7,9 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils.translation import gettext as _
 
-from rlark_site.exceptions import ApplicationError
-from rlark_site.tenancy.access import AnyUser, is_platform_admin
-from rlark_site.tenancy.models import MemberRole, Membership, Team
+from rlark_site.foundation.exceptions import ApplicationError
+from rlark_site.foundation.tenancy.access import AnyUser, is_platform_admin
+from rlark_site.foundation.tenancy.models import MemberRole, Membership, Team
 
 User = get_user_model()
 

@@ -8,8 +8,8 @@ from django.utils.translation import gettext_lazy as _
 from knox.models import AbstractAuthToken
 from knox.settings import CONSTANTS
 
-from rlark_site.audit.tracking import audited
-from rlark_site.validators import no_control_characters
+from rlark_site.foundation.audit.tracking import audited
+from rlark_site.foundation.validators import no_control_characters
 
 slug_validator = RegexValidator(
     r"^[a-z0-9]([a-z0-9-]{0,48}[a-z0-9])?$",

@@ -8,7 +8,7 @@ from typing import Any
 
 from psycopg.conninfo import conninfo_to_dict
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = Path(__file__).resolve().parents[2]
 
 # Defaults the settings (settings/tasks.py) and the Kubernetes gateway (`clusters.k8s`, which
 # does not read Django settings) share: the gateway's fallbacks are the settings' defaults.

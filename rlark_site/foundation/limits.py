@@ -2,7 +2,7 @@
 
 Lists and maps in request bodies are bounded here; text fields carry their own `max_length`
 (names 63-255, notes 4,000, long texts 20,000); whole bodies are bounded by Django's
-DATA_UPLOAD_MAX_MEMORY_SIZE (413) and list pages by rlark_site.pagination.
+DATA_UPLOAD_MAX_MEMORY_SIZE (413) and list pages by rlark_site.foundation.pagination.
 """
 
 from __future__ import annotations

@@ -11,9 +11,9 @@ import pghistory
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from rlark_site.exceptions import ApplicationError
-from rlark_site.tenancy.models import MemberRole, Membership, Team
-from rlark_site.tenancy.services import account_create
+from rlark_site.foundation.exceptions import ApplicationError
+from rlark_site.foundation.tenancy.models import MemberRole, Membership, Team
+from rlark_site.foundation.tenancy.services import account_create
 
 PASSWORD_ENV = "RLARK_NEW_PASSWORD"
 

@@ -5,7 +5,7 @@ from importlib import import_module
 
 from django.db import migrations
 
-first = import_module("rlark_site.audit.migrations.0001_event_lookup_indexes")
+first = import_module("rlark_site.foundation.audit.migrations.0001_event_lookup_indexes")
 
 
 class Migration(migrations.Migration):

@@ -7,7 +7,7 @@ from typing import Any
 from django.http import HttpRequest
 from pghistory.middleware import HistoryMiddleware
 
-from rlark_site.logcontext import request_id_from
+from rlark_site.foundation.logcontext import request_id_from
 
 
 class AuditContextMiddleware(HistoryMiddleware):
