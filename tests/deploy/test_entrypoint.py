@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.db import connection
+from psycopg.conninfo import make_conninfo
 
 from rlark_site.celery import app
 from tests.deploy.conftest import REPO, RLARK
@@ -26,10 +27,12 @@ WAIT = 60.0
 
 
 def _database_url() -> str:
+    """The test database as a libpq connection string: TCP or, for embedded PostgreSQL, the
+    unix-socket directory (a path as host cannot be written into a URL's authority)."""
     db = connection.settings_dict
-    password = f":{db['PASSWORD']}" if db["PASSWORD"] else ""
-    host = f"{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}"
-    return f"postgresql://{db['USER']}{password}@{host}/{db['NAME']}"
+    params = {"dbname": db["NAME"], "user": db["USER"], "password": db["PASSWORD"],
+              "host": db["HOST"], "port": db["PORT"]}
+    return make_conninfo(**{key: str(value) for key, value in params.items() if value})
 
 
 @pytest.fixture
