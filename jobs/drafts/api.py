@@ -69,7 +69,8 @@ class JobListView(generics.ListAPIView):
                 _("Malformed query: %(problem)s") % {"problem": "; ".join(
                     f"{name}: {' '.join(map(str, errors))}"
                     for name, errors in form.errors.items())},
-                extra={"errors": form.errors.get_json_data()},
+                extra={"errors": {name: [str(e) for e in errors]
+                                   for name, errors in form.errors.items()}},
             )
         slug = form.cleaned_data["team"]
         team = team_for_user(self.request.user, slug) if slug else None
@@ -150,6 +151,12 @@ class JobManifestView(APIView):
             404: _ERRORS[404],
         },
     )
+    def handle_exception(self, exc: Exception) -> Response:
+        """Errors are JSON whatever format the manifest was asked in (the one error shape)."""
+        self.request.accepted_renderer = JSONRenderer()
+        self.request.accepted_media_type = JSONRenderer.media_type
+        return super().handle_exception(exc)
+
     def get(self, request: Request, name: str) -> HttpResponse:
         """The manifest RLark would submit; 422 with the findings while an error remains."""
         job = job_get_for_user(request.user, name)

@@ -332,7 +332,8 @@ class JobDetailSerializer(JobSummarySerializer):
 
 class FindingsErrorSerializer(serializers.Serializer):
     detail = serializers.CharField()
-    findings = FindingSerializer(many=True)
+    # absent on a shape error (the one error shape: `field` and `errors` instead)
+    findings = FindingSerializer(many=True, required=False)
 
 
 class SSHKeyInSerializer(serializers.Serializer):

@@ -52,6 +52,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "rlark_site.foundation.openapi.add_error_responses",
+    ],
     "ENUM_NAME_OVERRIDES": {
         "ClusterStateEnum": "clusters.models.ClusterState",
         "VerificationStateEnum": "clusters.models.VerificationState",

@@ -134,7 +134,7 @@ class TeamsView(APIView):
         return paginated(self, request, visible_teams(request.user).order_by("slug"),
                          TeamSerializer)
 
-    @extend_schema(request=TeamSerializer, responses=TeamSerializer)
+    @extend_schema(request=TeamSerializer, responses={201: TeamSerializer})
     def post(self, request: Request) -> Response:
         require_platform_admin(request.user)
         data = TeamSerializer(data=request.data)
