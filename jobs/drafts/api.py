@@ -151,12 +151,6 @@ class JobManifestView(APIView):
             404: _ERRORS[404],
         },
     )
-    def handle_exception(self, exc: Exception) -> Response:
-        """Errors are JSON whatever format the manifest was asked in (the one error shape)."""
-        self.request.accepted_renderer = JSONRenderer()
-        self.request.accepted_media_type = JSONRenderer.media_type
-        return super().handle_exception(exc)
-
     def get(self, request: Request, name: str) -> HttpResponse:
         """The manifest RLark would submit; 422 with the findings while an error remains."""
         job = job_get_for_user(request.user, name)

@@ -20,6 +20,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.utils.translation import gettext as _
 from django.views import defaults
 from rest_framework import exceptions, status
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.serializers import Serializer
 from rest_framework.views import exception_handler
@@ -80,6 +81,11 @@ def is_api_request(request: HttpRequest) -> bool:
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """Every error in the one shape, as JSON whatever format was asked (e.g. `?format=yaml`)."""
+    request = context.get("request")
+    if request is not None:
+        request.accepted_renderer = JSONRenderer()
+        request.accepted_media_type = JSONRenderer.media_type
     if isinstance(exc, ApplicationError):
         return Response(error_body(exc.message, **exc.extra), status=exc.status_code)
     if isinstance(exc, Http404):
