@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from celery import current_app
 from django.core import mail
-from django.core.cache import cache
 from django.urls import reverse
 
 from jobs.models import EventKind, NotificationEvent, RunRecord, WebhookDelivery
 from jobs.notify.services import emit, preferences_set, webhook_set
 from jobs.records.status import sync_submitted_jobs
 from rlark_site.foundation.tenancy.models import Team
+from tests.cache_support import OBSERVE_PREFIX, clear_prefix
 from tests.jobs.observe_support import CLUSTER, NAMESPACE, running_job
 
 pytestmark = pytest.mark.django_db
@@ -77,10 +77,10 @@ def eager_tasks(settings: Any) -> Iterator[None]:
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
     before = current_app.conf.task_always_eager
     current_app.conf.task_always_eager = True
-    cache.clear()
+    clear_prefix(OBSERVE_PREFIX)
     yield
     current_app.conf.task_always_eager = before
-    cache.clear()
+    clear_prefix(OBSERVE_PREFIX)
 
 
 @pytest.fixture

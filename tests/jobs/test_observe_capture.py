@@ -6,13 +6,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.core.cache import cache
 from django.urls import reverse
 
 from clusters import k8s
 from jobs.models import FailureTag, JobState, PodAttempt, RunRecord
 from jobs.observe.capture import LOG_TAIL_BYTES, attempt_log, capture_cluster
 from rlark_site.foundation.tenancy.models import Team
+from tests.cache_support import OBSERVE_PREFIX, clear_prefix
 from tests.jobs.observe_support import CLUSTER, HEAD_POD, NAMESPACE, running_job
 
 pytestmark = pytest.mark.django_db
@@ -25,9 +25,9 @@ FINAL = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 def quick(settings: Any) -> Iterator[None]:
     settings.RLARK_SUBMIT_RETRY_BASE = 0
     settings.RLARK_KUBE_TIMEOUT = 5.0
-    cache.clear()
+    clear_prefix(OBSERVE_PREFIX)
     yield
-    cache.clear()
+    clear_prefix(OBSERVE_PREFIX)
 
 
 @pytest.fixture

@@ -7,12 +7,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.core.cache import cache
 from django.test import Client
 from django.urls import reverse
 
 from jobs.models import RunRecord
 from rlark_site.foundation.tenancy.models import Team
+from tests.cache_support import OBSERVE_PREFIX, clear_prefix
 from tests.jobs.observe_support import CLUSTER, HEAD_POD, NAMESPACE, running_job
 from tests.jobs.records_support import submittable_job
 
@@ -24,9 +24,9 @@ def fresh_cache(settings: Any) -> Iterator[None]:
     settings.RLARK_SUBMIT_RETRY_BASE = 0
     settings.RLARK_KUBE_TIMEOUT = 5.0
     settings.RLARK_OBSERVE_REFRESH = 60.0
-    cache.clear()
+    clear_prefix(OBSERVE_PREFIX)
     yield
-    cache.clear()
+    clear_prefix(OBSERVE_PREFIX)
 
 
 @pytest.fixture
@@ -194,3 +194,17 @@ def test_the_job_page_follows_its_state_and_counts_pods(running: RunRecord, clie
     assert f'{reverse("jobs:job-states")}?style=page&amp;name=ppo-run' in page
     live = client.get(reverse("jobs:job-live", args=["ppo-run"])).content.decode()
     assert "Running: " in live and "pods in all" in live
+
+
+def test_clearing_the_observe_keys_leaves_other_keys_alone() -> None:
+    from django.core.cache import cache
+
+    cache.set("observe:snapshot:test-owned", 1, timeout=60)
+    cache.set("observe:log:test-owned:a:1", 2, timeout=60)
+    cache.set("throttle_test_not_owned", 3, timeout=60)
+    try:
+        assert clear_prefix(OBSERVE_PREFIX) >= 2
+        assert cache.get_many(["observe:snapshot:test-owned", "observe:log:test-owned:a:1"]) == {}
+        assert cache.get("throttle_test_not_owned") == 3
+    finally:
+        cache.delete("throttle_test_not_owned")

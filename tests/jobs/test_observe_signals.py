@@ -9,7 +9,6 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.core.cache import cache
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -21,6 +20,7 @@ from jobs.observe.signals import scan_first_signals
 from jobs.records.forms import LaunchListForm
 from jobs.records.selectors import deployment_parameters_for_team
 from rlark_site.foundation.tenancy.models import Team
+from tests.cache_support import OBSERVE_PREFIX, clear_prefix
 from tests.jobs.observe_support import CLUSTER, HEAD_POD, NAMESPACE, running_job
 
 SIGNAL = "first rollout batch with reward mean"
@@ -74,7 +74,7 @@ def watched(demo_simulator: Any, team: Team, owner: Any, admin_user: Any, settin
             django_capture_on_commit_callbacks: Any, db: None) -> Iterator[RunRecord]:
     settings.RLARK_SUBMIT_RETRY_BASE = 0
     settings.RLARK_KUBE_TIMEOUT = 5.0
-    cache.clear()
+    clear_prefix(OBSERVE_PREFIX)
     record = running_job(demo_simulator, team=team, owner=owner, admin=admin_user,
                          capture=django_capture_on_commit_callbacks)
     from jobs.records.status import sync_submitted_jobs
@@ -85,7 +85,7 @@ def watched(demo_simulator: Any, team: Team, owner: Any, admin_user: Any, settin
          "pattern": r"/reward mean=-?\d+\.\d+/"}]
     record.save(update_fields=["launch_list_snapshot"])
     yield record
-    cache.clear()
+    clear_prefix(OBSERVE_PREFIX)
 
 
 def watch_of(record: RunRecord) -> SignalWatch:
