@@ -59,6 +59,9 @@ def database_from_url(url: str) -> dict[str, Any]:
         "HOST": params.get("host") or "",
         "PORT": str(params.get("port") or ""),
         "OPTIONS": options,
-        "CONN_MAX_AGE": env_int("RLARK_DB_CONN_MAX_AGE", 0),
+        # Persistent connections (seconds; 0 closes after every request): a request then
+        # does not pay for a new PostgreSQL connection; checked before reuse.
+        "CONN_MAX_AGE": env_int("RLARK_DB_CONN_MAX_AGE", 60),
+        "CONN_HEALTH_CHECKS": True,
         "TEST": {"NAME": env_str("RLARK_TEST_DATABASE_NAME") or None},
     }

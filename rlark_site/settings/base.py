@@ -88,6 +88,10 @@ STATIC_ROOT = env_str("RLARK_STATIC_ROOT") or None
 STATICFILES_DIRS = [BASE_DIR / "rlark_site" / "static"]
 WHITENOISE_USE_FINDERS = True
 
+# Sessions are written to PostgreSQL and read from the Redis cache (a page request does not
+# query the session table); a cache miss falls back to the database.
+SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
