@@ -15,11 +15,13 @@ carries every condition. (One condition reaches exactly the clusters of its matc
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
+from django.core.cache import cache
 from django.db import connection
 from django.utils.translation import gettext
 
@@ -195,6 +197,46 @@ def describe_match(match: SelectorMatch, *, cluster: str,
         "gpu_max": match.gpu_max(),
         "devices_max": match.devices_max(),
     }
+
+
+# Live match answers are cached this long (seconds) under a key that changes with the fleet:
+# its clusters and their generations (read in one query) and a counter every committed
+# inventory change moves (`forget_matches`, on `inventory_changed`: readiness and allocatable
+# changes do not move a generation). The answer is the same for every user (the inventory is
+# global), so the key holds no team.
+MATCH_CACHE_SECONDS = 60
+_INVENTORY_VERSION_KEY = "clusters:inventory-version"
+_FLEET_VERSION_SQL = (
+    "SELECT count(*), coalesce(sum(generation), 0)::bigint, coalesce(max(id), 0) "
+    "FROM clusters_cluster"
+)
+
+
+def forget_matches(**_kwargs: Any) -> None:
+    """Cached match answers are obsolete (the inventory changed): move the version."""
+    try:
+        cache.incr(_INVENTORY_VERSION_KEY)
+    except ValueError:  # not set yet (or evicted)
+        cache.set(_INVENTORY_VERSION_KEY, 1, timeout=None)
+
+
+def describe_match_cached(selector: Mapping[str, str], *, cluster: str,
+                          window: NodeWindow = FIRST_PAGE) -> dict[str, Any]:
+    """`describe_match(match_selector(selector), ...)`, from the cache while the inventory
+    has not changed (a broad selector reads every node of the fleet; its answer does not)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_FLEET_VERSION_SQL)
+        fleet = cursor.fetchone()
+    version = cache.get(_INVENTORY_VERSION_KEY, 0)
+    identity = json.dumps(
+        [sorted(selector.items()), cluster, window.offset, window.limit, list(fleet), version]
+    )
+    key = "clusters:match:" + hashlib.sha256(identity.encode()).hexdigest()
+    answer: dict[str, Any] | None = cache.get(key)
+    if answer is None:
+        answer = describe_match(match_selector(selector), cluster=cluster, window=window)
+        cache.set(key, answer, MATCH_CACHE_SECONDS)
+    return answer
 
 
 class SelectorInputError(ApplicationError):

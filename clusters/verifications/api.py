@@ -26,8 +26,7 @@ from clusters.matching import (
     NODES_PAGE_DEFAULT,
     NODES_PAGE_MAX,
     NodeWindow,
-    describe_match,
-    match_selector,
+    describe_match_cached,
     node_window,
     parse_selector_input,
 )
@@ -164,9 +163,7 @@ class SelectorMatchesView(APIView):
         window = node_window(
             data.validated_data.get("nodes_offset"), data.validated_data.get("nodes_limit")
         )
-        return Response(
-            describe_match(match_selector(selector), cluster=cluster.name, window=window)
-        )
+        return Response(describe_match_cached(selector, cluster=cluster.name, window=window))
 
 
 class VerificationRequestSerializer(serializers.Serializer):

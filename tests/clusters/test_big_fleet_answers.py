@@ -11,11 +11,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.db.models import F
 from django.test import Client
 from rest_framework.test import APIClient
 
 from clusters.matching import NODES_PAGE_DEFAULT, NODES_PAGE_MAX
-from clusters.models import Verification
+from clusters.models import Cluster, Node, Verification
+from clusters.signals import inventory_changed
 from tests.factories import bulk_fleet
 
 pytestmark = pytest.mark.django_db
@@ -150,3 +152,23 @@ def test_another_teams_snapshot_pages_are_not_found(
     created = request_broad(api_client_for(member)).json()
     client.force_login(outsider)
     assert client.get(f"/clusters/verifications/{created['id']}/nodes/").status_code == 404
+
+
+def test_a_repeated_match_is_answered_from_the_cache_until_the_inventory_changes(
+    member: Any, api_client_for: ApiClient, django_assert_max_num_queries: Any
+) -> None:
+    client = api_client_for(member)
+    first = match(client).json()
+    # Token, cluster and the fleet's version: no node is read again.
+    with django_assert_max_num_queries(4):
+        assert match(client).json() == first
+    Node.objects.filter(name="big-00-node-00002").update(ready=False)
+    assert match(client).json() == first  # readiness moves no generation ...
+    inventory_changed.send(sender=Cluster, cluster=Cluster.objects.get(name="big-00"),
+                           generation=1)  # ... but a committed poll announces it
+    ready = match(client).json()["per_cluster"][0]["ready"]
+    assert ready == first["per_cluster"][0]["ready"] - 1
+    Node.objects.filter(name="big-01-node-00001").update(labels={"rlinf.io/pool": "small"})
+    Cluster.objects.filter(name="big-01").update(generation=F("generation") + 1)
+    assert match(client).json()["count"] == TOTAL - 1
+
