@@ -189,17 +189,31 @@ def snapshot_nodes(verification: Verification, window: NodeWindow = FIRST_PAGE
                    ) -> tuple[list[dict[str, Any]], int | None]:
     """One page of a verification's stored matches (read in the database: the snapshot may
     hold a whole fleet), and the offset of the next page (None on the last)."""
-    last = window.offset + window.limit - 1
+    end = window.offset + window.limit
+    count = match_summary(verification).count
+    first = _preview(verification, "first_nodes")
+    if first is not None and (end <= len(first) or len(first) >= count):
+        return first[window.offset:end], end if end < count else None
+    last = end - 1
     with connection.cursor() as cursor:
         cursor.execute(_PAGE_SQL, [f"$[{window.offset} to {last}]", verification.pk])
         row = cursor.fetchone()
     nodes = _json(row[0]) if row else []
-    end = window.offset + window.limit
-    return nodes, end if end < match_summary(verification).count else None
+    return nodes, end if end < count else None
+
+
+def _preview(verification: Verification, name: str) -> list[dict[str, Any]] | None:
+    """The first nodes of a kind kept with the snapshot's summary (None for snapshots taken
+    before previews were kept: those are read from the node list)."""
+    value = verification.match_summary.get(name)
+    return list(value) if isinstance(value, list) else None
 
 
 def snapshot_nodes_outside(verification: Verification, *, limit: int) -> list[dict[str, Any]]:
     """The first `limit` stored matches outside the verification's own cluster."""
+    first = _preview(verification, "first_outside")
+    if first is not None and limit <= NODES_PAGE_DEFAULT:
+        return [node_ref(_snapshot_node(n)) for n in first[:limit]]
     with connection.cursor() as cursor:
         cursor.execute(_OUTSIDE_SQL, [verification.pk, verification.cluster.name, limit])
         row = cursor.fetchone()
@@ -208,6 +222,9 @@ def snapshot_nodes_outside(verification: Verification, *, limit: int) -> list[di
 
 def snapshot_nodes_not_ready(verification: Verification, *, limit: int) -> list[dict[str, Any]]:
     """The first `limit` stored matches that were NotReady."""
+    first = _preview(verification, "first_not_ready")
+    if first is not None and limit <= NODES_PAGE_DEFAULT:
+        return [node_ref(_snapshot_node(n)) for n in first[:limit]]
     with connection.cursor() as cursor:
         cursor.execute(_NOT_READY_SQL, [verification.pk, limit])
         row = cursor.fetchone()

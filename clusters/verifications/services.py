@@ -20,7 +20,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from clusters.matching import match_many, match_selector, parse_selector_input
+from clusters.matching import NODES_PAGE_DEFAULT, match_many, match_selector, parse_selector_input
 from clusters.models import Cluster, Node, Verification, VerificationState
 from clusters.types import DEVICE_PREFIX, MatchedNode, SelectorMatch, node_ref
 from clusters.verifications.selectors import selector_key_text
@@ -150,13 +150,27 @@ def _node_snapshot(node: MatchedNode) -> dict[str, Any]:
             "ready": node.ready}
 
 
+def _previews(match: SelectorMatch, cluster: Cluster) -> dict[str, list[dict[str, Any]]]:
+    """The first nodes of the snapshot that pages show (all, outside the verification's
+    cluster, NotReady), kept with its summary so that showing a request never reads its
+    whole node list (`selectors.snapshot_nodes` and friends read them)."""
+    limit = NODES_PAGE_DEFAULT
+    outside = [n for n in match.nodes if n.cluster != cluster.name][:limit]
+    not_ready = [n for n in match.nodes if not n.ready][:limit]
+    return {
+        "first_nodes": [_node_snapshot(n) for n in match.nodes[:limit]],
+        "first_outside": [_node_snapshot(n) for n in outside],
+        "first_not_ready": [_node_snapshot(n) for n in not_ready],
+    }
+
+
 def _snapshot(match: SelectorMatch, cluster: Cluster,
               generations: Mapping[str, int]) -> dict[str, Any]:
     involved = _involved_clusters(match, cluster)
     return {
         "matches": [_node_snapshot(n) for n in match.nodes],
         "match_signature": [list(pair) for pair in match.signature()],
-        "match_summary": match.summary().as_dict(),
+        "match_summary": {**match.summary().as_dict(), **_previews(match, cluster)},
         "inventory_generations": {
             name: generations[name] for name in sorted(involved) if name in generations
         },

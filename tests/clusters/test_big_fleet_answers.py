@@ -7,12 +7,15 @@ The fleet (4 clusters x 1,200 nodes) is bulk-inserted; every broad answer below 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.db.models import F
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from clusters.matching import NODES_PAGE_DEFAULT, NODES_PAGE_MAX
@@ -172,3 +175,36 @@ def test_a_repeated_match_is_answered_from_the_cache_until_the_inventory_changes
     Cluster.objects.filter(name="big-01").update(generation=F("generation") + 1)
     assert match(client).json()["count"] == TOTAL - 1
 
+
+def test_the_admin_queue_reads_no_snapshot_and_its_queries_do_not_grow_with_the_fleet(
+    member: Any, admin_user: Any, api_client_for: ApiClient, client: Client,
+    django_assert_max_num_queries: Any
+) -> None:
+    request_broad(api_client_for(member))
+    client.force_login(admin_user)
+    with CaptureQueriesContext(connection) as queries:
+        page = client.get("/clusters/verifications/queue/")
+    assert page.status_code == 200
+    assert not [q for q in queries.captured_queries if "jsonb_array_elements" in q["sql"]
+                or "jsonb_path_query_array" in q["sql"]]
+    with django_assert_max_num_queries(12):
+        client.get("/clusters/verifications/queue/")
+
+
+def test_snapshots_kept_before_previews_show_the_same_nodes(
+    member: Any, admin_user: Any, api_client_for: ApiClient, client: Client
+) -> None:
+    request_broad(api_client_for(member))
+    client.force_login(admin_user)
+
+    def queue() -> str:  # without the per-request CSRF tokens
+        html = client.get("/clusters/verifications/queue/").content.decode()
+        return re.sub(r"[A-Za-z0-9]{64}", "token", html)
+
+    with_previews = queue()
+    verification = Verification.objects.get()
+    for name in ("first_nodes", "first_outside", "first_not_ready"):
+        verification.match_summary.pop(name)
+    verification.save(update_fields=["match_summary"])
+    assert queue() == with_previews
+    assert with_previews.count('class="finding warning not-ready"') == 20
