@@ -248,6 +248,9 @@ class RunRecord(models.Model):
     status_reason = models.CharField(max_length=255, blank=True, default="")
     status_message = models.TextField(blank=True, default="")
     status_checked_at = models.DateTimeField(null=True, blank=True)
+    # What the last capture of the run's pods (at cancel, or when the run ended) could not
+    # read; "" when it read everything (jobs.observe.capture).
+    capture_incomplete = models.TextField(blank=True, default="")
 
     class Meta:
         ordering = ["-frozen_at"]

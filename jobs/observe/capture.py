@@ -1,27 +1,34 @@
 """Keep each pod attempt of a run in its record, so it outlives the pods.
 
 The status sync calls `capture_cluster` once per cluster and pass, after it has observed the
-Jobs: one pods list per namespace (label `rlinf.io/job`) covers every active run there. Each
-pod becomes (or updates) a `PodAttempt` row: UID, node, phase times, container states. When
-a pod has ended or restarted or is stuck (`CrashLoopBackOff`, image pull errors) and that is
-new since the last capture, and for every pod once the run has ended or is cancelled, its
-events and the last `LOG_TAIL_BYTES` of the current and previous container's logs are read
-(bounded) and kept compressed, and the attempt is classified (`jobs.observe.classify`).
+Jobs. A pass costs one pods list per namespace (label `rlinf.io/job`, paged) for every
+active run there, one query for the attempts already kept, bulk writes of the attempts whose
+pod changed, and log and event reads only for the pods that need them: a pod that has ended
+or restarted or is stuck (`CrashLoopBackOff`, image pull errors) when that is new since the
+last capture, and every pod not yet read once its run has ended. Those reads (the last
+`LOG_TAIL_BYTES` of the current and previous container's logs, bounded, kept compressed, and
+the pod's events) feed the failure classifier (`jobs.observe.classify`).
+
+Cancelling a run captures it in full before its Job is deleted (`capture_before_cancel`),
+within a time budget. A capture that ends a run's record (cancel, or the run's last pass)
+and cannot read everything says so in `RunRecord.capture_incomplete`.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 import zlib
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from django.utils.translation import gettext as _
 
 from clusters.k8s import (
     BadRequest,
@@ -36,12 +43,16 @@ from clusters.k8s import (
 from jobs.models import RunRecord
 from jobs.observe import conf
 from jobs.observe.classify import AttemptFacts, classify
+from jobs.observe.live import record_credentials as live_credentials
 from jobs.observe.models import CaptureReason, PodAttempt
+from rlark_site.foundation.exceptions import ApplicationError
 
 __all__ = [
     "LOG_TAIL_BYTES",
+    "CaptureResult",
     "attempt_log",
     "capture_attempts",
+    "capture_before_cancel",
     "capture_cluster",
     "run_flags",
 ]
@@ -55,6 +66,8 @@ _STUCK = frozenset({"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "Inv
 _COMPARED = ("phase", "node", "restarts", "container_state", "reason", "exit_code",
              "previous_reason", "previous_exit_code")
 LABEL_JOB = "rlinf.io/job"
+_BATCH = 250  # attempts per bulk statement
+_NOTE_MAX = 2000
 LABEL_TASK = "rlinf.io/task"
 LABEL_INDEX = "rlinf.io/task-index"
 
@@ -113,13 +126,34 @@ def _tail(text: str) -> str:
         cut.decode(errors="replace")
 
 
-def _read_log(credentials: Credentials, namespace: str, pod: str, *, previous: bool) -> str:
+class _Budget:
+    """Time left for a capture's cluster calls (None: each call has the gateway timeout)."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.until = None if seconds is None else time.monotonic() + seconds
+
+    def timeout(self) -> float:
+        """The timeout of the next call; `_OutOfTime` when the budget is spent."""
+        if self.until is None:
+            return conf.kube_timeout()
+        left = self.until - time.monotonic()
+        if left <= 0.05:
+            raise _OutOfTime
+        return min(conf.kube_timeout(), left)
+
+
+class _OutOfTime(Exception):
+    pass
+
+
+def _read_log(credentials: Credentials, namespace: str, pod: str, *, previous: bool,
+              budget: _Budget) -> str:
     """The end of a container's log ("" when it has none), bounded in lines and bytes."""
     for tail_lines, max_bytes in _LOG_TRIES:
         try:
             log = read_pod_log(credentials=credentials, namespace=namespace, name=pod,
                                tail_lines=tail_lines, previous=previous, max_bytes=max_bytes,
-                               timeout=conf.kube_timeout())
+                               timeout=budget.timeout())
         except (BadRequest, NotFound):
             return ""
         if not log.truncated:
@@ -127,12 +161,14 @@ def _read_log(credentials: Credentials, namespace: str, pod: str, *, previous: b
     return _tail(log.text)
 
 
-def _evidence(credentials: Credentials, namespace: str, pod: PodInfo) -> dict[str, Any]:
+def _evidence(credentials: Credentials, namespace: str, pod: PodInfo,
+              budget: _Budget) -> dict[str, Any]:
     """Events and log tails of one pod, classified."""
-    current = _read_log(credentials, namespace, pod.name, previous=False)
-    previous = _read_log(credentials, namespace, pod.name, previous=True) if pod.restarts else ""
+    current = _read_log(credentials, namespace, pod.name, previous=False, budget=budget)
+    previous = _read_log(credentials, namespace, pod.name, previous=True,
+                         budget=budget) if pod.restarts else ""
     events = list_events(credentials=credentials, namespace=namespace, involved_name=pod.name,
-                         involved_kind="Pod", timeout=conf.kube_timeout(), attempts=1)
+                         involved_kind="Pod", timeout=budget.timeout(), attempts=1)
     lines = [*previous.splitlines(), *current.splitlines()]
     return {
         "pod_events": [asdict(event) for event in reversed(events)],
@@ -153,60 +189,194 @@ def _classification(pod: PodInfo, lines: Sequence[str]) -> dict[str, Any]:
     return {"failure_tag": result.tag, "failure_evidence": result.evidence}
 
 
-def capture_attempts(record: RunRecord, *, credentials: Credentials, pods: Iterable[PodInfo],
-                     reason: CaptureReason, final: bool = False) -> int:
-    """Record every pod of the run; read the evidence of those that ended (of all when
-    `final`) unless already read for that state. Returns how many attempts were written."""
-    existing = {a.pod_uid: a for a in PodAttempt.objects.filter(run_record=record)}
-    written = 0
-    for pod in pods:
-        attempt, fields = existing.get(pod.uid), _fields(pod)
-        changed = _changed(attempt, fields)
-        wants_evidence = (final or _ended(pod)) and (
-            changed or attempt is None or not attempt.logs_captured)
-        if not changed and not wants_evidence:
+@dataclass
+class _Pod:
+    """One listed pod of a run and what the capture does with it."""
+
+    record: RunRecord
+    pod: PodInfo
+    attempt: PodAttempt | None
+    fields: dict[str, Any]
+    final: bool
+
+
+@dataclass
+class CaptureResult:
+    """Attempts written, and what could not be read ("" when nothing was missed)."""
+
+    written: int = 0
+    missed: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return not self.missed
+
+
+_KEPT_ONLY = ("id", "run_record_id", "pod_uid", "logs_captured", *_COMPARED)
+_POD_FIELDS = ("task", "replica", "pod_name", "node", "phase", "pod_created_at", "started_at",
+               "finished_at", "restarts", "container_state", "reason", "message", "exit_code",
+               "previous_reason", "previous_exit_code", "captured_at")
+_CLASSIFIED = ("failure_tag", "failure_evidence")
+_EVIDENCE = ("pod_events", "log_tail", "previous_log_tail", "logs_captured", *_CLASSIFIED,
+             "capture_reason")
+
+
+def _kept(records: Sequence[RunRecord]) -> dict[tuple[int, str], PodAttempt]:
+    """The attempts already kept for these runs (without their big columns), in one query."""
+    rows = PodAttempt.objects.filter(run_record__in=[r.pk for r in records]).only(*_KEPT_ONLY)
+    return {(row.run_record_id, row.pod_uid): row for row in rows}
+
+
+def _wants_evidence(item: _Pod) -> bool:
+    attempt = item.attempt
+    return (item.final or _ended(item.pod)) and (
+        attempt is None or not attempt.logs_captured or _changed(attempt, item.fields))
+
+
+def _write(rows: list[PodAttempt], fields: Sequence[str]) -> None:
+    """Insert or update these attempts by (run, pod UID), `fields` on conflict."""
+    if rows:
+        PodAttempt.objects.bulk_create(
+            rows, batch_size=_BATCH, update_conflicts=True,
+            unique_fields=["run_record", "pod_uid"], update_fields=list(fields),
+        )
+
+
+def _capture(credentials: Credentials, namespace: str, items: Sequence[_Pod], *,
+             budget: _Budget, reasons: Mapping[int, str], result: CaptureResult) -> None:
+    """Read the evidence of the pods that need it, then write every changed attempt in bulk.
+
+    A pod whose reads fail (cluster error, or the budget spent) is written with what its
+    listing says; the failure is noted in `result` and the reads stop for this namespace
+    (the cluster is in trouble; a later pass reads again while the run is active).
+    """
+    now = timezone.now()
+    with_evidence: list[PodAttempt] = []
+    classified: list[PodAttempt] = []
+    plain: list[PodAttempt] = []
+    reading = True
+    for item in items:
+        fields = {**item.fields, "captured_at": now}
+        if reading and _wants_evidence(item):
+            try:
+                fields.update(_evidence(credentials, namespace, item.pod, budget),
+                              capture_reason=reasons[item.record.pk])
+                with_evidence.append(PodAttempt(run_record=item.record, pod_uid=item.pod.uid,
+                                                **fields))
+                continue
+            except (KubeError, _OutOfTime) as exc:
+                reading = False
+                what = _("time ran out") if isinstance(exc, _OutOfTime) else str(exc)
+                result.missed.append(
+                    _("logs and events of pod %(pod)s and later ones not read: %(why)s")
+                    % {"pod": item.pod.name, "why": what})
+        if not _changed(item.attempt, item.fields):
             continue
-        if wants_evidence:
-            fields.update(_evidence(credentials, record.namespace, pod), capture_reason=reason)
-        elif attempt is None or not attempt.logs_captured:
-            fields.update(_classification(pod, ()))
+        row = PodAttempt(run_record=item.record, pod_uid=item.pod.uid, **fields)
+        if item.attempt is None or not item.attempt.logs_captured:
+            tag = _classification(item.pod, ())
+            row.failure_tag, row.failure_evidence = tag["failure_tag"], tag["failure_evidence"]
+            classified.append(row)
+        else:
+            plain.append(row)
+    if with_evidence or classified or plain:
         with transaction.atomic():
-            PodAttempt.objects.update_or_create(
-                run_record=record, pod_uid=pod.uid,
-                defaults={**fields, "captured_at": timezone.now()},
-            )
-        written += 1
-    return written
+            _write(with_evidence, (*_POD_FIELDS, *_EVIDENCE))
+            _write(classified, (*_POD_FIELDS, *_CLASSIFIED))
+            _write(plain, _POD_FIELDS)
+    result.written += len(with_evidence) + len(classified) + len(plain)
+
+
+def _items(records: Sequence[RunRecord], pods: Iterable[PodInfo],
+           finals: set[int]) -> list[_Pod]:
+    kept = _kept(records)
+    by_job = {record.job_name: record for record in records}
+    items = []
+    for pod in pods:
+        record = by_job.get(pod.labels.get(LABEL_JOB, ""))
+        if record is not None:
+            items.append(_Pod(record, pod, kept.get((record.pk, pod.uid)), _fields(pod),
+                              record.pk in finals))
+    return items
+
+
+def _note_incomplete(records: Iterable[RunRecord], missed: Sequence[str]) -> None:
+    if missed:
+        text = "; ".join(missed)[:_NOTE_MAX]
+        RunRecord.objects.filter(pk__in=[r.pk for r in records]).update(capture_incomplete=text)
+
+
+def capture_attempts(record: RunRecord, *, credentials: Credentials, pods: Iterable[PodInfo],
+                     reason: CaptureReason, final: bool = False,
+                     budget_seconds: float | None = None) -> CaptureResult:
+    """Record every pod of one run; read the evidence of those that ended (of all when
+    `final`) unless already read for that state."""
+    result = CaptureResult()
+    items = _items([record], pods, {record.pk} if final else set())
+    _capture(credentials, record.namespace, items, budget=_Budget(budget_seconds),
+             reasons={record.pk: reason}, result=result)
+    return result
+
+
+def capture_before_cancel(record: RunRecord) -> CaptureResult:
+    """Capture every pod of a run about to be cancelled, before its Job is deleted.
+
+    Bounded: one pods list, then each pod's logs and events, every call within the gateway
+    timeout and all within `conf.cancel_capture_seconds()`. Whatever could not be read is
+    noted on the record (`capture_incomplete`); the cancel goes on either way.
+    """
+    budget = _Budget(conf.cancel_capture_seconds())
+    result = CaptureResult()
+    try:
+        credentials = live_credentials(record)
+        pods = list_pods(credentials=credentials, namespace=record.namespace,
+                         label_selector=f"{LABEL_JOB}={record.job_name}",
+                         timeout=budget.timeout(), attempts=1)
+    except (KubeError, ApplicationError, _OutOfTime) as exc:
+        why = _("time ran out") if isinstance(exc, _OutOfTime) else (
+            exc.message if isinstance(exc, ApplicationError) else str(exc))
+        result.missed.append(_("the pods could not be listed: %(why)s") % {"why": why})
+    else:
+        items = _items([record], pods, {record.pk})
+        _capture(credentials, record.namespace, items, budget=budget,
+                 reasons={record.pk: CaptureReason.CANCELLED}, result=result)
+    _note_incomplete([record], result.missed)
+    return result
 
 
 def capture_cluster(credentials: Credentials, records: Sequence[RunRecord], *,
                     final_states: Iterable[str]) -> int:
-    """Capture the attempts of these runs of one cluster: one pods list per namespace.
+    """Capture the attempts of these runs of one cluster; how many attempts were written.
 
-    A run whose state (read now) is in `final_states` is captured in full. A namespace whose
-    pods cannot be listed is skipped until the next pass.
+    One pods list per namespace (paged), one query for the kept attempts and one for the
+    runs' states; a run whose state (read now) is in `final_states` is captured in full.
+    A namespace whose pods cannot be listed is skipped until the next pass; runs that ended
+    in this pass and could not be read in full say so in their record.
     """
-    finals = set(final_states)
+    states = dict(RunRecord.objects.filter(pk__in=[r.pk for r in records])
+                  .values_list("pk", "state"))
+    finals = {pk for pk, state in states.items() if state in set(final_states)}
     by_namespace: dict[str, list[RunRecord]] = defaultdict(list)
     for record in records:
         by_namespace[record.namespace].append(record)
     written = 0
     for namespace, members in by_namespace.items():
+        result = CaptureResult()
         try:
             pods = list_pods(credentials=credentials, namespace=namespace,
-                             label_selector=LABEL_JOB, timeout=conf.kube_timeout(), attempts=1)
-            by_job: dict[str, list[PodInfo]] = defaultdict(list)
-            for pod in pods:
-                by_job[pod.labels.get(LABEL_JOB, "")].append(pod)
-            for record in members:
-                final = run_state(record) in finals
-                written += capture_attempts(
-                    record, credentials=credentials, pods=by_job.get(record.job_name, ()),
-                    reason=CaptureReason.JOB_ENDED if final else CaptureReason.POD_ENDED,
-                    final=final,
-                )
+                             label_selector=LABEL_JOB, page_size=conf.capture_page_size(),
+                             max_items=conf.capture_max_pods(), timeout=conf.kube_timeout(),
+                             attempts=1)
         except KubeError as exc:
             logger.info("attempt capture: namespace %s unreadable: %s", namespace, exc)
+            result.missed.append(_("the pods could not be listed: %(why)s") % {"why": exc})
+        else:
+            reasons = {r.pk: CaptureReason.JOB_ENDED if r.pk in finals
+                       else CaptureReason.POD_ENDED for r in members}
+            _capture(credentials, namespace, _items(members, pods, finals),
+                     budget=_Budget(None), reasons=reasons, result=result)
+            written += result.written
+        _note_incomplete([r for r in members if r.pk in finals], result.missed)
     return written
 
 

@@ -24,3 +24,18 @@ def log_max_bytes() -> int:
 
 def kube_timeout() -> float:
     return float(settings.RLARK_KUBE_TIMEOUT)
+
+
+def cancel_capture_seconds() -> float:
+    """The time a cancel may spend capturing the run's pods before deleting its Job."""
+    return max(1.0, float(settings.RLARK_CANCEL_CAPTURE_SECONDS))
+
+
+def capture_page_size() -> int:
+    """Pods per list request of the status sync's capture (one listing per namespace)."""
+    return max(1, int(settings.RLARK_STATUS_PAGE_SIZE))
+
+
+def capture_max_pods() -> int:
+    """The most pods one namespace listing of the capture reads (further pages are not)."""
+    return max(1, int(settings.RLARK_CAPTURE_MAX_PODS))

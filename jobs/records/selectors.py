@@ -249,6 +249,7 @@ def run_record_chain(record: RunRecord) -> dict[str, Any]:
             "state": record.submission_state, "submitted_at": record.submitted_at,
             "remote_uid": record.remote_uid, "failure_message": record.failure_message,
             "cancelled_at": record.cancelled_at,
+            "capture_incomplete": record.capture_incomplete,
             "attempts": [_attempt(a) for a in record.attempts.all()],
         },
         "status_history": [_status_change(c) for c in record.status_changes.all()],

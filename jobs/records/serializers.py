@@ -204,6 +204,8 @@ class SubmissionSerializer(serializers.Serializer):
     remote_uid = serializers.CharField()
     failure_message = serializers.CharField()
     cancelled_at = serializers.DateTimeField(allow_null=True)
+    # What the capture of the run's pods (at cancel or at the run's end) could not read.
+    capture_incomplete = serializers.CharField()
     attempts = AttemptSerializer(many=True)
 
 

@@ -29,6 +29,7 @@ from jobs.models import (
     RunRecord,
     StatusChange,
 )
+from jobs.observe.capture import capture_before_cancel
 from jobs.records import conf
 from jobs.records.checklist import ANSWERS, checklist_codes
 from jobs.records.lifecycle import CANCELLABLE_STATES, move
@@ -298,6 +299,10 @@ def job_cancel(*, job: Job, user: Any) -> RunRecord:
     and then answer 409. When the cluster call fails, the transaction rolls back and nothing
     is recorded as cancelled. A submission try racing this waits for the lock, sees
     `cancelled` and removes whatever it created.
+
+    Before the Job is deleted (its pods go with it), every pod of a run on its cluster is
+    captured into the record (`capture_before_cancel`: bounded in time; what it could not
+    read is noted on the record, and the cancel goes on).
     """
     record = _run_record(job, lock=True)
     if record.state not in CANCELLABLE_STATES:
@@ -305,6 +310,9 @@ def job_cancel(*, job: Job, user: Any) -> RunRecord:
             _("Only a queued, pending or running job can be cancelled."),
             extra={"state": record.state}, status_code=409,
         )
+    if record.state != JobState.QUEUED:  # a Job may be on the cluster
+        capture_before_cancel(record)
+        record.refresh_from_db(fields=["capture_incomplete"])
     _delete_remote(record)
     now = timezone.now()
     with _context(user, job.team):

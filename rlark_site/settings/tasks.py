@@ -93,3 +93,7 @@ RLARK_OBSERVE_REFRESH = env_float("RLARK_OBSERVE_REFRESH", 5.0)
 RLARK_LOG_TAIL_DEFAULT = env_int("RLARK_LOG_TAIL_DEFAULT", 200)
 RLARK_LOG_TAIL_MAX = env_int("RLARK_LOG_TAIL_MAX", 5000)
 RLARK_LOG_MAX_BYTES = env_int("RLARK_LOG_MAX_BYTES", 1024 * 1024)
+# Pod attempts kept in run records: the time a cancel may spend capturing the run's pods before
+# it deletes the Job (seconds), and the most pods one namespace listing of the status sync reads.
+RLARK_CANCEL_CAPTURE_SECONDS = env_float("RLARK_CANCEL_CAPTURE_SECONDS", 30.0)
+RLARK_CAPTURE_MAX_PODS = env_int("RLARK_CAPTURE_MAX_PODS", 100_000)

@@ -180,3 +180,74 @@ def test_the_status_sync_captures_every_pod_when_the_job_ends(demo_simulator: An
     sync_submitted_jobs()
     attempts = PodAttempt.objects.filter(run_record=running)
     assert attempts and all(a.logs_captured for a in attempts)
+
+
+# --- capture on cancel --------------------------------------------------------------------------
+
+
+def cancel(owner: Any, record: RunRecord) -> RunRecord:
+    from jobs.records.services import job_cancel
+
+    job_cancel(job=record.job, user=owner)
+    record.refresh_from_db()
+    return record
+
+
+def test_cancelling_keeps_every_pod_with_its_log_and_events_before_the_job_is_deleted(
+    demo_simulator: Any, running: RunRecord, owner: Any
+) -> None:
+    listed = k8s.list_pods(credentials=demo_simulator.credentials(CLUSTER), namespace=NAMESPACE,
+                           label_selector="rlinf.io/job=ppo-run")
+    demo_simulator.append_pod_log(CLUSTER, NAMESPACE, ROLLOUT_POD, ["step 3 reward=0.12"])
+    seen = len(demo_simulator.requests(CLUSTER))
+    record = cancel(owner, running)
+    assert (record.state, record.capture_incomplete) == (JobState.CANCELLED, "")
+    kept = {a.pod_name: a for a in PodAttempt.objects.filter(run_record=record)}
+    assert set(kept) == {pod.name for pod in listed} and len(kept) >= 2
+    for pod in kept.values():
+        assert pod.logs_captured and pod.capture_reason == "cancelled"
+        assert "Started" in [event["reason"] for event in pod.pod_events]
+        assert f"rlark: task {pod.task} replica {pod.replica}" in attempt_log(pod.log_tail)
+    assert attempt_log(kept[ROLLOUT_POD].log_tail).endswith("step 3 reward=0.12\n")
+    # Every read came before the Job's deletion, and the Job is gone.
+    calls = [(r["method"], r["path"]) for r in demo_simulator.requests(CLUSTER)[seen:]]
+    deleted = calls.index(
+        ("DELETE", f"/apis/rlinf.io/v1alpha1/namespaces/{NAMESPACE}/jobs/ppo-run"))
+    reads = [i for i, (method, path) in enumerate(calls)
+             if method == "GET" and (path.endswith("/log") or path.endswith("/events"))]
+    assert len(reads) == 2 * len(kept) and max(reads) < deleted
+    assert k8s.list_jobs(credentials=demo_simulator.credentials(CLUSTER),
+                         namespace=NAMESPACE) == []
+
+
+def test_a_cluster_failing_during_the_capture_still_cancels_and_the_record_says_so(
+    demo_simulator: Any, running: RunRecord, owner: Any, client: Any, api_client_for: Any
+) -> None:
+    demo_simulator.set_faults(CLUSTER, fail_next=1, fail_mode="error")  # the pods list
+    record = cancel(owner, running)
+    assert record.state == JobState.CANCELLED
+    assert record.capture_incomplete.startswith("the pods could not be listed")
+    client.force_login(owner)
+    for page in ("jobs:run-record", "jobs:run-record-attempts"):
+        html = client.get(reverse(page, args=["ppo-run"])).content.decode()
+        assert 'data-capture="incomplete"' in html and "could not be listed" in html
+    answer = api_client_for(owner).get(reverse("api:run-record-detail", args=["ppo-run"])).json()
+    assert answer["submission"]["capture_incomplete"] == record.capture_incomplete
+    assert k8s.list_jobs(credentials=demo_simulator.credentials(CLUSTER),
+                         namespace=NAMESPACE) == []
+
+
+def test_a_cancel_capture_out_of_time_still_cancels_and_keeps_what_it_listed(
+    demo_simulator: Any, running: RunRecord, owner: Any, settings: Any
+) -> None:
+    settings.RLARK_CANCEL_CAPTURE_SECONDS = 1.0
+    demo_simulator.set_faults(CLUSTER, latency_ms=600)  # two calls cannot fit in the budget
+    try:
+        record = cancel(owner, running)
+    finally:
+        demo_simulator.clear_faults(CLUSTER)
+    assert record.state == JobState.CANCELLED
+    assert record.capture_incomplete
+    assert not PodAttempt.objects.filter(run_record=record, logs_captured=True).exists()
+    assert k8s.list_jobs(credentials=demo_simulator.credentials(CLUSTER),
+                         namespace=NAMESPACE) == []
