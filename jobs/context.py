@@ -26,6 +26,7 @@ from jobs.core.spec import (
     ClusterFacts,
     EnvVar,
     JobSpec,
+    LaunchListImages,
     Mount,
     ResourcePair,
     RoleSpec,
@@ -33,7 +34,7 @@ from jobs.core.spec import (
     VerificationView,
     selector_key,
 )
-from jobs.models import DeploymentParameters, Job, Role, RunRecord, SSHKey
+from jobs.models import DeploymentParameters, Job, LaunchList, Role, RunRecord, SSHKey
 from rlark_site.foundation.findings import Finding
 from rlark_site.foundation.tenancy.models import Team
 
@@ -311,7 +312,24 @@ def check_context_for(
         network_domains=_network_domains(),
         taken_names=frozenset({spec.name}) if taken else frozenset(),
         unknown_ssh_key_names=unknown,
+        launch_list_images=_launch_list_images(spec),
         **_record_links(spec),
+    )
+
+
+def _launch_list_images(spec: JobSpec) -> LaunchListImages | None:
+    """The images the job's launch list records (one query); None without a launch list."""
+    if not isinstance(spec.launch_list_id, int):
+        return None
+    row = LaunchList.objects.filter(pk=spec.launch_list_id).values_list(
+        "image", "role_images"
+    ).first()
+    if row is None:
+        return None
+    image, role_images = row
+    per_role = role_images.items() if isinstance(role_images, dict) else ()
+    return LaunchListImages(
+        image=image, role_images=tuple((str(k), str(v)) for k, v in per_role)
     )
 
 

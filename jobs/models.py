@@ -58,6 +58,11 @@ class LaunchList(models.Model):
     notes = models.TextField(blank=True, default="")
     # [{"signal": ..., "where": ..., "within_minutes": int}]
     expected_signals = models.JSONField(default=list, blank=True)
+    # The main container image (manual, step 4: each role's image must equal it), pinned:
+    # `repo@sha256:<64 hex>` or `repo:tag@sha256:<64 hex>`. `image` holds for every role that
+    # `role_images` ({role name: reference}, names compared ignoring case) does not name.
+    image = models.CharField(max_length=500, blank=True, default="")
+    role_images = models.JSONField(default=dict, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
     )

@@ -14,6 +14,7 @@ __all__ = [
     "IMAGE_PLACEHOLDER",
     "ImageReference",
     "is_digest",
+    "is_pinned_reference",
     "is_placeholder",
     "parse_image_reference",
     "pinned_image",
@@ -95,6 +96,13 @@ def parse_image_reference(text: str) -> ImageReference | None:
     if not all(_PATH_COMPONENT.fullmatch(part) for part in path.split("/")):
         return None
     return ImageReference(registry=registry, path=path, tag=tag, digest=digest)
+
+
+def is_pinned_reference(text: object) -> bool:
+    """Whether `text` names exact image content on its own: ``repo@sha256:<64 hex>`` or an
+    immutable tag with its digest, ``repo:tag@sha256:<64 hex>`` (what a launch list records)."""
+    reference = parse_image_reference(text) if isinstance(text, str) else None
+    return reference is not None and bool(reference.digest)
 
 
 def pinned_image(image: str, image_digest: str) -> str:

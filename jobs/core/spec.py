@@ -28,6 +28,7 @@ __all__ = [
     "ClusterFacts",
     "EnvVar",
     "JobSpec",
+    "LaunchListImages",
     "MatchedNode",
     "Mount",
     "ResourcePair",
@@ -119,6 +120,28 @@ class JobSpec:
 
 
 @dataclass(frozen=True)
+class LaunchListImages:
+    """The main container image the job's launch list records (SPEC 3, step 4: each role's
+    image must equal it): `image` for every role, `role_images` per role (role name -> reference,
+    names compared ignoring case); a role named in `role_images` takes that reference."""
+
+    image: str = ""
+    role_images: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def recorded(self) -> bool:
+        return bool(self.image or self.role_images)
+
+    def for_role(self, name: str) -> str | None:
+        """The reference recorded for role `name`, or None when the launch list names none."""
+        lowered = name.lower()
+        for role, reference in self.role_images:
+            if role.lower() == lowered:
+                return reference
+        return self.image or None
+
+
+@dataclass(frozen=True)
 class CheckContext:
     """Everything outside the draft the rules need, loaded once per check."""
 
@@ -138,6 +161,8 @@ class CheckContext:
     # point at the job's launch list (None when unlinked).
     parameters_launch_list_id: int | None = None
     launch_list_parameters_id: int | None = None
+    # The images the job's launch list records; None when no launch list is linked (or known).
+    launch_list_images: LaunchListImages | None = None
 
     def match_for(self, selector: dict[str, str]) -> SelectorMatch:
         return self.matches.get(selector_key(selector), SelectorMatch(nodes=()))

@@ -10,10 +10,18 @@ from django.db.models import QuerySet
 from django.utils.translation import gettext_lazy as _
 
 from clusters.models import Verification
+from jobs.core.findings.base import ROLE_NAME
 from jobs.models import DeploymentParameters, Job, LaunchList
 from jobs.observe.patterns import pattern_problem
 from jobs.records.checklist import ANSWERS, CHECKLIST
-from jobs.records.serializers import MAX_TEXT, RoleConstraintSerializer, errors_detail
+from jobs.records.serializers import (
+    MAX_IMAGE_REFERENCE,
+    MAX_TEXT,
+    RoleConstraintSerializer,
+    errors_detail,
+    image_reference_problem,
+    role_images_problem,
+)
 from rlark_site.foundation.validators import no_control_characters
 
 _TEXTAREA = {"rows": 3, "spellcheck": "false"}
@@ -64,6 +72,28 @@ def _parse_signal(number: int, line: str) -> dict[str, Any]:
     return signal
 
 
+def role_images_as_text(role_images: dict[str, str]) -> str:
+    return "\n".join(f"{role}: {reference}" for role, reference in (role_images or {}).items())
+
+
+def _parse_role_images(text: str) -> dict[str, str]:
+    role_images: dict[str, str] = {}
+    for number, line in enumerate((ln for ln in text.splitlines() if ln.strip()), start=1):
+        role, colon, reference = (part.strip() for part in line.partition(":"))
+        if not colon or not ROLE_NAME.fullmatch(role) or not reference:
+            raise forms.ValidationError(
+                _("Line %(n)d: write “role: image reference” (a role name is letters, digits "
+                  "or '-').") % {"n": number})
+        if role in role_images:
+            raise forms.ValidationError(
+                _("Line %(n)d: role %(role)s is listed twice.") % {"n": number, "role": role})
+        role_images[role] = reference
+    problem = role_images_problem(role_images)
+    if problem is not None:
+        raise forms.ValidationError(problem)
+    return role_images
+
+
 class LaunchListForm(forms.Form):
     title = forms.CharField(label=_("Title"), max_length=200,
                             validators=[no_control_characters])
@@ -80,6 +110,20 @@ class LaunchListForm(forms.Form):
                     "| optionally a pattern RLark looks for in the Head Task's log (text, or a "
                     "regular expression between slashes: /reward=\\d+/). “Running” is a "
                     "scheduling state only: the job page asks whether this signal came."),
+    )
+    image = forms.CharField(
+        label=_("Main container image (all roles)"), required=False,
+        max_length=MAX_IMAGE_REFERENCE,
+        widget=forms.TextInput(attrs={"spellcheck": "false",
+                                      "placeholder": "registry/path@sha256:…"}),
+        help_text=_("Pinned: repo@sha256:<64 hex digits>, or an immutable tag with its digest, "
+                    "repo:tag@sha256:<64 hex digits>. Each role's image must equal it (step 4 "
+                    "of the wizard checks it)."),
+    )
+    role_images = _text(
+        _("Main container image per role"),
+        help_text=_("One per line: role: reference (pinned the same way). A role listed here "
+                    "takes this image instead of the one for all roles."),
     )
     deployment_parameters = forms.ModelChoiceField(
         label=_("Deployment parameters"), required=False,
@@ -101,6 +145,8 @@ class LaunchListForm(forms.Form):
             "datasets": launch_list.datasets, "models_used": launch_list.models_used,
             "hyperparameters": launch_list.hyperparameters, "notes": launch_list.notes,
             "expected_signals": signals_as_text(launch_list.expected_signals),
+            "image": launch_list.image,
+            "role_images": role_images_as_text(launch_list.role_images),
             "deployment_parameters": linked.pk if linked is not None else None,
         }
 
@@ -108,6 +154,16 @@ class LaunchListForm(forms.Form):
         text = self.cleaned_data.get("expected_signals") or ""
         lines = [line for line in text.splitlines() if line.strip()]
         return [_parse_signal(number, line) for number, line in enumerate(lines, start=1)]
+
+    def clean_image(self) -> str:
+        value = (self.cleaned_data.get("image") or "").strip()
+        problem = image_reference_problem(value) if value else None
+        if problem is not None:
+            raise forms.ValidationError(problem)
+        return value
+
+    def clean_role_images(self) -> dict[str, str]:
+        return _parse_role_images(self.cleaned_data.get("role_images") or "")
 
     def fields_for_service(self) -> dict[str, Any]:
         data = dict(self.cleaned_data)

@@ -7,6 +7,8 @@ from typing import Any
 from django.utils.translation import gettext_lazy as _
 from rest_framework import serializers
 
+from jobs.core.findings.base import NAME_MAX, ROLE_NAME
+from jobs.core.images import IMAGE_PLACEHOLDER, is_pinned_reference
 from jobs.models import DeploymentParameters, LaunchList
 from jobs.observe.patterns import PATTERN_MAX, pattern_problem
 from rlark_site.foundation.limits import (
@@ -22,6 +24,34 @@ from rlark_site.foundation.limits import (
 from rlark_site.foundation.validators import no_control_characters
 
 MAX_TEXT = 20_000
+MAX_IMAGE_REFERENCE = 500
+
+
+def image_reference_problem(value: str) -> str | None:
+    """Why `value` cannot be a launch list's image (a pinned reference), or None."""
+    if is_pinned_reference(value) and value.strip().lower() != IMAGE_PLACEHOLDER.lower():
+        return None
+    return str(_(
+        "%(value)s is not a pinned image reference: write repo@sha256:<64 hex digits>, or an "
+        "immutable tag with its digest, repo:tag@sha256:<64 hex digits>."
+    ) % {"value": repr(value[:100])})
+
+
+def role_images_problem(value: dict[str, str]) -> str | None:
+    """Why `value` (role name -> reference) cannot be a launch list's per-role images, or None."""
+    seen: set[str] = set()
+    for role, reference in value.items():
+        if len(role) > NAME_MAX or not ROLE_NAME.fullmatch(role):
+            return str(_("%(role)s is not a role name (1-63 letters, digits or '-', starting and "
+                         "ending with a letter or digit).") % {"role": repr(role[:100])})
+        if role.lower() in seen:
+            return str(_("Role %(role)s is listed twice (names are compared ignoring case).")
+                       % {"role": role})
+        seen.add(role.lower())
+        problem = image_reference_problem(reference)
+        if problem is not None:
+            return str(_("Role %(role)s: %(problem)s") % {"role": role, "problem": problem})
+    return None
 
 
 class ExpectedSignalSerializer(serializers.Serializer):
@@ -54,7 +84,27 @@ class LaunchListInSerializer(serializers.Serializer):
     notes = serializers.CharField(max_length=MAX_TEXT, allow_blank=True, required=False)
     expected_signals = serializers.ListField(child=ExpectedSignalSerializer(), required=False,
                                              max_length=MAX_EXPECTED_SIGNALS)
+    image = serializers.CharField(
+        max_length=MAX_IMAGE_REFERENCE, allow_blank=True, required=False,
+        help_text=_("the main container image of every role role_images does not name: "
+                    "repo@sha256:<64 hex> or repo:tag@sha256:<64 hex>"))
+    role_images = BoundedDictField(
+        child=serializers.CharField(max_length=MAX_IMAGE_REFERENCE), required=False,
+        max_items=MAX_ROLES,
+        help_text=_("role name -> the main container image of that role (pinned like image)"))
     deployment_parameters = serializers.IntegerField(allow_null=True, required=False)
+
+    def validate_image(self, value: str) -> str:
+        problem = image_reference_problem(value) if value else None
+        if problem is not None:
+            raise serializers.ValidationError(problem)
+        return value
+
+    def validate_role_images(self, value: dict[str, str]) -> dict[str, str]:
+        problem = role_images_problem(value)
+        if problem is not None:
+            raise serializers.ValidationError(problem)
+        return value
 
 
 class LaunchListSerializer(serializers.ModelSerializer):
@@ -67,7 +117,8 @@ class LaunchListSerializer(serializers.ModelSerializer):
         model = LaunchList
         fields = [
             "id", "team", "title", "entry", "datasets", "models_used", "hyperparameters",
-            "notes", "expected_signals", "deployment_parameters", "jobs", "created_by",
+            "notes", "expected_signals", "image", "role_images", "deployment_parameters", "jobs",
+            "created_by",
             "created_at", "updated_at",
         ]
 

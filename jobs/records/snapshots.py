@@ -26,6 +26,8 @@ def launch_list_snapshot(launch_list: LaunchList | None) -> dict[str, Any]:
         "hyperparameters": launch_list.hyperparameters,
         "notes": launch_list.notes,
         "expected_signals": list(launch_list.expected_signals or []),
+        "image": launch_list.image,
+        "role_images": dict(launch_list.role_images or {}),
         "created_by": launch_list.created_by.username,
         "updated_at": _when(launch_list.updated_at),
     }

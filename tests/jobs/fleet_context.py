@@ -19,6 +19,7 @@ from jobs.core.spec import (
     ClusterFacts,
     EnvVar,
     JobSpec,
+    LaunchListImages,
     MatchedNode,
     Mount,
     ResourcePair,
@@ -258,10 +259,12 @@ def with_role(spec: JobSpec, index: int, **changes: Any) -> JobSpec:
 
 
 def clean_context(spec: JobSpec, **overrides: Any) -> CheckContext:
-    """The demo fleet seen by `spec`: every role's selector matched and approved."""
+    """The demo fleet seen by `spec`: every role's selector matched and approved, and a launch
+    list that records the clean roles' image for all roles."""
     options: dict[str, Any] = {
         "confirmed_host_paths": CONFIRMED_HOST_PATHS,
         "network_domains": NETWORK_DOMAINS,
     }
     options.update(overrides)
-    return context_for(spec, load_demo_fleet(), **options)
+    ctx = context_for(spec, load_demo_fleet(), **options)
+    return replace(ctx, launch_list_images=LaunchListImages(image=IMAGE))

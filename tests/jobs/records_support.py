@@ -99,6 +99,7 @@ def submittable_job(
         created_by=owner,
         entry="python -m rlinf.train",
         expected_signals=[EXPECTED_SIGNAL],
+        image=IMAGE,
     )
     parameters = DeploymentParameters.objects.create(
         team=team, title=f"{name} parameters", created_by=owner, launch_list=launch_list

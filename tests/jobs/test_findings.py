@@ -25,6 +25,7 @@ from jobs.core.spec import (
     CheckContext,
     EnvVar,
     JobSpec,
+    LaunchListImages,
     Mount,
     ResourcePair,
     RoleSpec,
@@ -41,6 +42,7 @@ from tests.jobs.fleet_context import (
     CAROL_FINGERPRINT,
     CAROL_KEY,
     DIGEST,
+    IMAGE,
     clean_context,
     clean_spec,
     with_role,
@@ -73,6 +75,11 @@ def spec_case(spec: JobSpec) -> Case:
 
 def role_case(index: int, **changes: object) -> Case:
     return spec_case(with_role(clean_spec(), index, **changes))
+
+
+def images_case(images: LaunchListImages) -> tuple[JobSpec, CheckContext]:
+    """The clean job against a launch list recording `images`."""
+    return clean_spec(), replace(clean_context(clean_spec()), launch_list_images=images)
 
 
 def mount_case(*mounts: Mount, index: int = 0) -> Case:
@@ -170,6 +177,13 @@ FIRING: dict[str, Case] = {
     "image.digest_missing": role_case(1, image="registry.example.com/rlinf/rlinf:v0.3"),
     "image.mixed": role_case(
         1, image="registry.example.com/rlinf/rlinf:v0.3", image_digest=TAG_DIGEST
+    ),
+    "launch_list.image.missing": lambda: images_case(LaunchListImages()),
+    "launch_list.image.unlisted": lambda: images_case(
+        LaunchListImages(role_images=(("Actor", IMAGE), ("rollout", IMAGE)))
+    ),
+    "launch_list.image.mismatch": lambda: images_case(
+        LaunchListImages(image=f"registry.example.com/rlinf/rlinf@{TAG_DIGEST}")
     ),
     "script.invalid": role_case(1, prepare_script="echo a\x00b"),
     "env.name.invalid": env_case(EnvVar("1BAD", "x")),
@@ -458,7 +472,8 @@ def test_a_tag_with_its_recorded_digest_is_accepted(image: str) -> None:
     spec = clean_spec(
         roles=tuple(replace(r, image=image, image_digest=TAG_DIGEST) for r in clean_spec().roles)
     )
-    assert codes(run(spec)) == BASELINE
+    recorded = LaunchListImages(image=pinned_image(image, TAG_DIGEST))  # name:tag@digest
+    assert codes(run(spec, replace(clean_context(spec), launch_list_images=recorded))) == BASELINE
 
 
 def test_mixed_images_are_accepted_once_confirmed() -> None:

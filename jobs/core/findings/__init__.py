@@ -13,7 +13,11 @@ from collections.abc import Iterator, Sequence
 
 from jobs.core.findings.base import CheckedRole
 from jobs.core.findings.common import MAX_MANIFEST_SCRIPT_BYTES, common_findings, size_findings
-from jobs.core.findings.images import image_findings
+from jobs.core.findings.images import (
+    image_findings,
+    launch_list_findings,
+    launch_list_image_findings,
+)
 from jobs.core.findings.job import job_findings, role_name_findings
 from jobs.core.findings.mounts import SYSTEM_DIRECTORIES, SYSTEM_TREES, mount_findings
 from jobs.core.findings.placement import (
@@ -45,6 +49,7 @@ def _role_findings(r: CheckedRole, earlier_names: Sequence[object]) -> Iterator[
     yield from device_findings(r)
     yield from resource_findings(r)
     yield from image_findings(r)
+    yield from launch_list_image_findings(r)
     yield from script_findings(field_of(r.role, "prepare_script"), r.finding, "prepare_script")
     yield from env_findings(r)
     yield from mount_findings(r)
@@ -53,6 +58,7 @@ def _role_findings(r: CheckedRole, earlier_names: Sequence[object]) -> Iterator[
 def check(spec: JobSpec, ctx: CheckContext) -> list[Finding]:
     """Every finding for `spec` against `ctx`, in a stable order; never raises."""
     findings = list(job_findings(spec, ctx))
+    findings += launch_list_findings(spec, ctx)
     roles = spec_roles(spec)
     names: list[object] = []
     for index, role in enumerate(roles):
