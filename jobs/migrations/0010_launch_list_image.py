@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0008_notifications'),
+        ('jobs', '0009_run_capture_incomplete'),
     ]
 
     operations = [
