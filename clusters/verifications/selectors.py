@@ -4,7 +4,7 @@ findings engine consumes."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -352,23 +352,33 @@ def verification_checks(verification: Verification, match: MatchFacts) -> list[F
     return findings + [f for f in (gpu, *devices, *host_paths) if f is not None]
 
 
-def _snapshot_differs(verification: Verification, reached: ConditionClusters) -> bool:
+def _snapshot_differs(verification: Verification, reached: ConditionClusters,
+                      generations: Mapping[str, int] | None = None) -> bool:
     """Whether today's inventory matches other nodes than the snapshot. Cheap when no
     involved cluster's generation moved (a generation moves whenever a node appears,
-    vanishes or is relabelled); otherwise the selector is matched again."""
+    vanishes or is relabelled); otherwise the selector is matched again. `generations`:
+    today's generation of every cluster, when the caller read them already."""
     stored = verification.inventory_generations
     candidates = frozenset.intersection(*(c for _, c in reached)) if reached else frozenset()
-    today = dict(Cluster.objects.filter(name__in=stored).values_list("name", "generation"))
+    if generations is None:
+        today = dict(Cluster.objects.filter(name__in=stored).values_list("name", "generation"))
+    else:
+        today = {name: generations[name] for name in stored if name in generations}
     if candidates <= stored.keys() and today == stored:
         return False
     signature = match_selector(verification.selector).signature()
     return [list(p) for p in signature] != verification.match_signature
 
 
-def verification_result(verification: Verification) -> VerificationResult:
+def verification_result(verification: Verification, *,
+                        reached: ConditionClusters | None = None,
+                        generations: Mapping[str, int] | None = None) -> VerificationResult:
     """The automated checks of a verification's snapshot, from its stored summary; reads no
-    node list (at most `NODES_PAGE_DEFAULT` foreign nodes to show)."""
-    reached = condition_clusters(verification.selector)
+    node list (at most `NODES_PAGE_DEFAULT` foreign nodes to show). `reached` (the
+    selector's condition clusters) and `generations` (every cluster's) are read unless given
+    (`verification_results` reads them once for a page of requests)."""
+    if reached is None:
+        reached = condition_clusters(verification.selector)
     summary = match_summary(verification, reached)
     cluster = verification.cluster.name
     foreign = (
@@ -378,5 +388,22 @@ def verification_result(verification: Verification) -> VerificationResult:
     checks = verification_checks(verification, SnapshotMatch(verification, summary, foreign))
     return VerificationResult(
         match=summary, cluster=cluster, foreign_nodes=foreign, checks=checks,
-        current_signature_differs=_snapshot_differs(verification, reached),
+        current_signature_differs=_snapshot_differs(verification, reached, generations),
     )
+
+
+def verification_results(verifications: Sequence[Verification]) -> list[VerificationResult]:
+    """`verification_result` of each, with today's generations read once and each distinct
+    selector's condition clusters once (a page of requests costs a few queries, not a few
+    per request)."""
+    generations = dict(Cluster.objects.values_list("name", "generation"))
+    reached: dict[SelectorKey, ConditionClusters] = {}
+    results = []
+    for verification in verifications:
+        key = _key_tuple(verification.selector)
+        if key not in reached:
+            reached[key] = condition_clusters(verification.selector)
+        results.append(
+            verification_result(verification, reached=reached[key], generations=generations)
+        )
+    return results

@@ -6,6 +6,8 @@ request's panel in its decided state; without JavaScript the form posts and redi
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from django.contrib import messages
@@ -14,6 +16,8 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
+from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -21,6 +25,7 @@ from clusters.matching import NodeWindow
 from clusters.models import Verification
 from clusters.verifications.forms import DecisionForm, QueueFilterForm, VerificationRequestForm
 from clusters.verifications.selectors import (
+    VerificationResult,
     match_summary,
     snapshot_nodes,
     snapshot_nodes_not_ready,
@@ -28,6 +33,7 @@ from clusters.verifications.selectors import (
     verification_list_for_team,
     verification_queue,
     verification_result,
+    verification_results,
 )
 from clusters.verifications.services import (
     verification_approve,
@@ -43,12 +49,34 @@ PANEL_NODES = NodeWindow(limit=20)
 NODES_PER_PAGE = 200
 
 
-def _item(verification: Verification, form: DecisionForm | None = None) -> dict[str, Any]:
+def _result_key(verification: Verification, shown: dict[str, Any]) -> str:
+    """Names everything `_result.html` shows of a request (its rendering is cached under it,
+    a panel takes tens of milliseconds to render): the request's own fields, its automated
+    result, the nodes shown, the language and the time zone. The drift stored with a stale
+    approval is written once, when it turns stale: its time stands for it."""
+    v = verification
+    result: VerificationResult = shown["result"]
+    identity = json.dumps([
+        v.pk, v.state, str(v.stale_at), v.cluster.name, v.for_header_role, v.requested_gpu,
+        v.confirmed_gpu, v.requested_devices, v.confirmed_devices, v.requested_host_paths,
+        v.confirmed_host_paths, v.inventory_generations,
+        [(c.cluster, c.count, c.ready) for c in result.match.per_cluster],
+        result.match.gpu_max(), result.match.devices_max(), result.foreign_nodes,
+        result.confining_conditions, result.current_signature_differs,
+        [check.as_dict() for check in result.checks],
+        shown["nodes"], shown["more_nodes"], shown["not_ready_nodes"], shown["more_not_ready"],
+        get_language(), timezone.get_current_timezone_name(),
+    ], sort_keys=True, default=str)
+    return hashlib.sha256(identity.encode()).hexdigest()
+
+
+def _item(verification: Verification, form: DecisionForm | None = None,
+          result: VerificationResult | None = None) -> dict[str, Any]:
     nodes, more = snapshot_nodes(verification, PANEL_NODES)
-    result = verification_result(verification)
+    result = result or verification_result(verification)
     not_ready = result.match.count - sum(c.ready for c in result.match.per_cluster)
     shown = snapshot_nodes_not_ready(verification, limit=PANEL_NODES.limit) if not_ready else []
-    return {
+    item = {
         "verification": verification,
         "result": result,
         "nodes": nodes,
@@ -57,6 +85,7 @@ def _item(verification: Verification, form: DecisionForm | None = None) -> dict[
         "more_not_ready": not_ready - len(shown),
         "form": form or DecisionForm(verification=verification),
     }
+    return {**item, "result_key": _result_key(verification, item)}
 
 
 @login_required
@@ -132,10 +161,13 @@ def queue(request: HttpRequest) -> HttpResponse:
     filters = QueueFilterForm(request.GET or None)
     verifications = verification_queue(user=request.user, **filters.filters())
     page = Paginator(verifications, PAGE_SIZE).get_page(request.GET.get("page"))
+    shown = list(page.object_list)
     params = request.GET.copy()
     params.pop("page", None)
     return render(request, "clusters/verifications/queue.html", {
-        "filters": filters, "page": page, "items": [_item(v) for v in page.object_list],
+        "filters": filters, "page": page,
+        "items": [_item(v, result=r) for v, r in zip(
+            shown, verification_results(shown), strict=True)],
         "query": params.urlencode(),
     })
 
