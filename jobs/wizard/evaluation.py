@@ -14,10 +14,11 @@ from typing import Any
 
 from jobs.context import Evaluation, check_context_for, evaluate, role_spec, spec_from_job
 from jobs.core.findings import check
-from jobs.core.spec import RoleSpec
+from jobs.core.spec import JobSpec, RoleSpec
 from jobs.models import Job, Role
+from rlark_site.foundation.tenancy.models import Team
 
-__all__ = ["evaluate_draft", "unsaved_role_spec"]
+__all__ = ["BasicsInput", "evaluate_basics", "evaluate_draft", "unsaved_role_spec"]
 
 
 def unsaved_role_spec(body: Mapping[str, Any]) -> RoleSpec:
@@ -31,6 +32,40 @@ def unsaved_role_spec(body: Mapping[str, Any]) -> RoleSpec:
         mounts=body.get("mounts", []),
     )
     return role_spec(role)
+
+
+@dataclasses.dataclass(frozen=True)
+class BasicsInput:
+    """Step 1 as the form holds it: each role row is (name, position of the stored role it
+    edits or None for a new one)."""
+
+    name: str
+    task_type: str
+    rows: tuple[tuple[str, int | None], ...]
+    header_role: str
+
+
+def evaluate_basics(*, team: Team, job: Job | None, basics: BasicsInput) -> Evaluation:
+    """The engine's verdict on step 1 as typed, saved or not (a new draft has no job yet).
+
+    The stored draft (or an empty one) with its name, type, roles and Header replaced by the
+    form's; a row that edits a stored role keeps that role's configuration, renamed. Nothing
+    is saved; the context is built by the same `check_context_for` as every check.
+    """
+    base = spec_from_job(job) if job is not None else JobSpec(
+        team=team.slug, name="", task_type="", roles=())
+    roles = tuple(
+        dataclasses.replace(base.roles[origin], name=name)
+        if origin is not None and 0 <= origin < len(base.roles) else unsaved_role_spec(
+            {"name": name})
+        for name, origin in basics.rows
+    )
+    spec = dataclasses.replace(base, name=basics.name, task_type=basics.task_type, roles=roles,
+                               header_role=basics.header_role)
+    names = job.ssh_key_names if job is not None and isinstance(job.ssh_key_names, list) else []
+    ctx = check_context_for(spec, team=team, exclude_job_id=job.pk if job is not None else None,
+                            ssh_key_names=[str(n) for n in names])
+    return Evaluation(spec=spec, ctx=ctx, findings=check(spec, ctx))
 
 
 def evaluate_draft(job: Job, *, role_index: int | None = None,

@@ -11,8 +11,8 @@ longest registered prefix of its path (``roles[0].devices[3]`` falls back to
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -27,6 +27,7 @@ __all__ = [
     "FieldMap",
     "FieldState",
     "FindingView",
+    "at_row_places",
     "field_anchor",
     "finding_views",
     "parent_paths",
@@ -115,6 +116,30 @@ def finding_views(findings: Iterable[Finding]) -> list[FindingView]:
     ]
 
 
+_ROW_PATH = re.compile(r"(roles\[\d+\]\.(devices|env|mounts))\[(\d+)\](.*)")
+
+
+def at_row_places(findings: Iterable[FindingView], places: Mapping[str, Sequence[int]], *,
+                  role: int) -> list[FindingView]:
+    """Findings with their row numbers moved from the body's rows to the page's rows.
+
+    A form drops the blank rows it was posted with, so the engine's ``roles[0].env[1]`` may be
+    the page's third row: `places` maps each list ("devices", "env", "mounts") to the page
+    row of each body row of role `role` (`RoleForm.row_places`).
+    """
+    moved = []
+    for finding in findings:
+        match = _ROW_PATH.fullmatch(finding.field or "")
+        if match and match.group(1) != f"roles[{role}].{match.group(2)}":
+            match = None
+        rows = places.get(match.group(2), ()) if match else ()
+        if match and int(match.group(3)) < len(rows):
+            path = f"{match.group(1)}[{rows[int(match.group(3))]}]{match.group(4)}"
+            finding = replace(finding, field=path, anchor=field_anchor(path))
+        moved.append(finding)
+    return moved
+
+
 @dataclass
 class FieldState:
     """One input's id and the findings shown next to it (with the ARIA wiring)."""
@@ -143,14 +168,14 @@ class FieldState:
     @property
     def attrs(self) -> SafeString:
         """``aria-invalid``, ``aria-describedby`` and ``autofocus`` for the input element."""
+        # The findings container is always referenced, empty or not: live answers fill and
+        # empty it, and `rlark/behaviours.js` finds the inputs to mark by this reference.
         described = [self.hint_id] if self.hint else []
-        if self.findings:
-            described.append(self.findings_id)
+        described.append(self.findings_id)
         parts: list[tuple[str, str]] = []
         if self.invalid:
             parts.append(("aria-invalid", "true"))
-        if described:
-            parts.append(("aria-describedby", " ".join(described)))
+        parts.append(("aria-describedby", " ".join(described)))
         html = format_html_join("", ' {}="{}"', parts)
         if self.autofocus:
             html = format_html("{} autofocus", html)

@@ -171,34 +171,41 @@ class RoleForm(forms.Form):
         pairs.extend([key, value] for key, value in manual)
         return pairs
 
-    def _rows(self, *names: str, preset: int = 0) -> list[tuple[str, ...]]:
-        """Parallel lists as rows; a row is dropped when every cell after the first `preset`
-        (the ones the page fills in itself, like a device name or a mount kind) is blank."""
+    def _positioned(self, *names: str, preset: int = 0) -> list[tuple[int, tuple[str, ...]]]:
+        """Parallel lists as (place on the page, row); a row is dropped when every cell after
+        the first `preset` (the ones the page fills in itself, like a device name or a mount
+        kind) is blank."""
         columns = [_posted_list(self.data, name) for name in names]
         length = max((len(c) for c in columns), default=0)
         rows = [tuple(c[i] if i < len(c) else "" for c in columns) for i in range(length)]
-        return [row for row in rows if any(cell.strip() for cell in row[preset:])]
+        return [(i, row) for i, row in enumerate(rows)
+                if any(cell.strip() for cell in row[preset:])]
 
-    def devices(self) -> list[list[Any]]:
+    def _device_rows(self) -> list[tuple[int, tuple[str, ...]]]:
         return [
-            [name.strip(), _count(count)]
-            for name, count in self._rows("device_name", "device_count", preset=1)
+            (i, (name, count))
+            for i, (name, count) in self._positioned("device_name", "device_count", preset=1)
             if name.strip() and count.strip() != "0"
         ]
 
+    def _env_rows(self) -> list[tuple[int, tuple[str, ...]]]:
+        return self._positioned("env_name", "env_value")
+
+    def _mount_rows(self) -> list[tuple[int, tuple[str, ...]]]:
+        return self._positioned("mount_kind", "mount_source", "mount_target",
+                                "mount_storage_class", "mount_size", preset=1)
+
+    def devices(self) -> list[list[Any]]:
+        return [[name.strip(), _count(count)] for _i, (name, count) in self._device_rows()]
+
     def env(self) -> list[dict[str, str]]:
-        return [
-            {"name": name.strip(), "value": _newlines(value)}
-            for name, value in self._rows("env_name", "env_value")
-        ]
+        return [{"name": name.strip(), "value": _newlines(value)}
+                for _i, (name, value) in self._env_rows()]
 
     def mounts(self) -> list[dict[str, str]]:
         """Mount rows; the kind select alone does not make a row (it always has a value)."""
         mounts = []
-        for kind, *cells in self._rows(
-            "mount_kind", "mount_source", "mount_target", "mount_storage_class", "mount_size",
-            preset=1,
-        ):
+        for _i, (kind, *cells) in self._mount_rows():
             source, target, storage_class, size = (cell.strip() for cell in cells)
             mount = {"kind": kind.strip(), "target": target}
             if kind.strip() == "object_storage":
@@ -207,6 +214,19 @@ class RoleForm(forms.Form):
                 mount["source"] = source
             mounts.append(mount)
         return mounts
+
+    def row_places(self) -> dict[str, list[int]]:
+        """For each list of the body, the place on the page of each of its rows: the body
+        drops blank rows, the page keeps them, so body row k is page row ``places[k]``."""
+        return {"devices": [i for i, _row in self._device_rows()],
+                "env": [i for i, _row in self._env_rows()],
+                "mounts": [i for i, _row in self._mount_rows()]}
+
+    def posted_rows(self) -> dict[str, int]:
+        """How many rows of each list the page posted, blank ones included."""
+        return {"devices": len(_posted_list(self.data, "device_name")),
+                "env": len(_posted_list(self.data, "env_name")),
+                "mounts": len(_posted_list(self.data, "mount_kind"))}
 
     def _raw(self, name: str) -> str:
         value = self.data.get(name, "")

@@ -30,12 +30,14 @@ __all__ = [
     "STEP_TITLES",
     "MatchView",
     "RolePanel",
+    "RowCounts",
     "StepLink",
     "TabLink",
     "VerificationPanel",
     "match_view",
     "role_panel",
     "role_paths",
+    "shown_rows",
     "step_links",
     "tab_links",
     "verification_panel",
@@ -126,17 +128,39 @@ def _rows(value: Any) -> list[Mapping[str, Any]]:
     return [item for item in value if isinstance(item, Mapping)]
 
 
-def role_paths(index: int, body: Mapping[str, Any]) -> list[str]:
-    """Every field path the step 2 panel of role `index` renders."""
+@dataclass(frozen=True)
+class RowCounts:
+    """How many rows of each list the tab shows (stored rows first, then the blank ones)."""
+
+    devices: int
+    env: int
+    mounts: int
+
+
+def shown_rows(body: Mapping[str, Any], offer: ClusterOffer) -> RowCounts:
+    """The rows a tab renders for `body`: its own rows, a row per device the cluster offers
+    that the role does not ask for yet, and blank env and mount rows to type into."""
+    devices = _pairs(body.get("devices"))
+    taken = {name for name, _count in devices}
+    return RowCounts(
+        devices=len(devices) + sum(1 for name in offer.device_names if name not in taken),
+        env=len(_rows(body.get("env"))) + BLANK_ENV_ROWS,
+        mounts=len(_rows(body.get("mounts"))) + BLANK_MOUNT_ROWS,
+    )
+
+
+def role_paths(index: int, rows: RowCounts) -> list[str]:
+    """Every field path the step 2 panel of role `index` renders. Rows are numbered by their
+    place on the page, blank ones included, so an unsaved row has its own path (and findings)."""
     base = f"roles[{index}]"
     paths = [base] + [f"{base}.{name}" for name in (
         "cluster", "selector", "gpus", "devices", "image", "image_digest", "prepare_script",
         "env", "mounts", "cpu.request", "cpu.limit", "memory.request", "memory.limit",
     )]  # fmt: skip
-    paths += [f"{base}.devices[{j}]" for j in range(len(_pairs(body.get("devices"))))]
-    for j in range(len(_rows(body.get("env")))):
+    paths += [f"{base}.devices[{j}]" for j in range(rows.devices)]
+    for j in range(rows.env):
         paths += [f"{base}.env[{j}].name", f"{base}.env[{j}].value"]
-    for j in range(len(_rows(body.get("mounts")))):
+    for j in range(rows.mounts):
         paths += [f"{base}.mounts[{j}].{part}"
                   for part in ("kind", "source", "target", "storage_class", "size")]
     return paths
@@ -333,10 +357,12 @@ def _device_rows(index: int, body: Mapping[str, Any], offer: ClusterOffer, field
         for j, (name, count) in enumerate(stored)
     ]
     taken = {name for name, _count in stored}
+    offered = [name for name in offer.device_names if name not in taken]
     rows += [
-        DeviceRow(name=name, count="", field=fields.get(f"roles[{index}].devices[new-{n}]"),
+        DeviceRow(name=name, count="",
+                  field=fields.get(f"roles[{index}].devices[{len(stored) + n}]"),
                   offered=True, maximum=maxima.get(name))
-        for n, name in enumerate(offer.device_names) if name not in taken
+        for n, name in enumerate(offered)
     ]
     return rows
 
@@ -350,9 +376,9 @@ def _env_rows(index: int, body: Mapping[str, Any], fields: FieldMap) -> list[Env
         for j, item in enumerate(stored)
     ]
     rows += [
-        EnvRow(name="", value="", name_field=fields.get(f"roles[{index}].env[new-{n}].name"),
-               value_field=fields.get(f"roles[{index}].env[new-{n}].value"))
-        for n in range(BLANK_ENV_ROWS)
+        EnvRow(name="", value="", name_field=fields.get(f"roles[{index}].env[{j}].name"),
+               value_field=fields.get(f"roles[{index}].env[{j}].value"))
+        for j in range(len(stored), len(stored) + BLANK_ENV_ROWS)
     ]
     return rows
 
@@ -379,8 +405,8 @@ def _mount_rows(index: int, body: Mapping[str, Any], fields: FieldMap,
     stored = _rows(body.get("mounts"))
     rows = [_mount_row(f"roles[{index}].mounts[{j}]", item, fields, storage)
             for j, item in enumerate(stored)]
-    rows += [_mount_row(f"roles[{index}].mounts[new-{n}]", {}, fields, storage)
-             for n in range(BLANK_MOUNT_ROWS)]
+    rows += [_mount_row(f"roles[{index}].mounts[{j}]", {}, fields, storage)
+             for j in range(len(stored), len(stored) + BLANK_MOUNT_ROWS)]
     return rows
 
 

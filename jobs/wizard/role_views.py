@@ -35,15 +35,24 @@ from jobs.wizard.common import (
     step_url,
 )
 from jobs.wizard.evaluation import evaluate_draft
-from jobs.wizard.fields import STEP_COMMON, STEP_ROLES, STEP_WORKERS, FieldMap, FindingView
+from jobs.wizard.fields import (
+    STEP_COMMON,
+    STEP_ROLES,
+    STEP_WORKERS,
+    FieldMap,
+    FindingView,
+    at_row_places,
+)
 from jobs.wizard.fields import finding_views as to_views
 from jobs.wizard.forms import Goto, RoleForm, parse_goto
 from jobs.wizard.presenters import (
     RolePanel,
+    RowCounts,
     VerificationPanel,
     match_view,
     role_panel,
     role_paths,
+    shown_rows,
     step_links,
     tab_links,
     verification_panel,
@@ -79,13 +88,17 @@ def _include_role(index: int) -> Callable[[FindingView], bool]:
 
 
 def _panel(*, index: int, body: Mapping[str, Any], evaluation: Evaluation,
-           findings: Sequence[FindingView], selector_text: str | None = None) -> RolePanel:
-    """The panel of role `index` as `body` holds it, judged in `evaluation`."""
+           findings: Sequence[FindingView], selector_text: str | None = None,
+           rows: RowCounts | None = None) -> RolePanel:
+    """The panel of role `index` as `body` holds it, judged in `evaluation`. `rows`: the rows
+    the page shows, when they are not the ones `body` would show (a live answer)."""
     role = evaluation.spec.roles[index]
     match = role_match(role, evaluation.ctx)
     clusters = cluster_names()
+    offer = cluster_offer(role.cluster if role.cluster in clusters else "")
     fields = FieldMap(
-        findings, role_paths(index, body), include=_include_role(index),
+        findings, role_paths(index, rows or shown_rows(body, offer)),
+        include=_include_role(index),
         hints=[f"roles[{index}].{p}" for p in ("gpus", "image", "selector", "env")],
     )
     is_header = header_index(evaluation.spec) == index
@@ -95,8 +108,7 @@ def _panel(*, index: int, body: Mapping[str, Any], evaluation: Evaluation,
         f.code in _UNUSABLE_SELECTOR for f in fields[f"roles[{index}].selector"].findings
     )
     return role_panel(
-        index=index, body=body, is_header=is_header, clusters=clusters,
-        offer=cluster_offer(role.cluster if role.cluster in clusters else ""),
+        index=index, body=body, is_header=is_header, clusters=clusters, offer=offer,
         fields=fields, selector_text=selector_text,
         match=match_view(index=index, cluster=role.cluster, selector=selector,
                          match=match, is_header=is_header, fields=fields),
@@ -187,13 +199,25 @@ def _draft_role(request: HttpRequest, name: str, index: int) -> tuple[Job, list[
 @login_required
 @require_POST
 def role_matches(request: HttpRequest, name: str, index: int) -> HttpResponse:
-    """The live matched-node panel for the role as the form holds it now (htmx, read-only)."""
+    """The live panel for the role as the form holds it now (htmx, read-only): matched nodes,
+    every field's findings (unsaved rows included), the error counts of the steps and tabs."""
     job, bodies = _draft_role(request, name, index)
-    body = RoleForm(request.POST).body(name=bodies[index]["name"])
+    form = RoleForm(request.POST)
+    body = form.body(name=bodies[index]["name"])
     evaluation = evaluate_draft(job, role_index=index, role_body=body)
-    panel = _panel(index=index, body=body, evaluation=evaluation,
-                   findings=to_views(evaluation.findings))
-    return render(request, "jobs/wizard/_live.html", {"job": job, "panel": panel, "oob": True})
+    findings = at_row_places(to_views(evaluation.findings), form.row_places(), role=index)
+    if not form.is_valid():
+        base = f"roles[{index}]"
+        findings = form_error_views(
+            form.errors, {k: f"{base}.{v}" for k, v in _FORM_PATHS.items()}) + findings
+    panel = _panel(index=index, body=body, evaluation=evaluation, findings=findings,
+                   rows=RowCounts(**form.posted_rows()))
+    return render(request, "jobs/wizard/_live.html", {
+        "job": job, "panel": panel, "oob": True,
+        "steps": step_links(current=STEP_WORKERS, findings=findings),
+        "tabs": tab_links(names=[b["name"] for b in bodies], current=index,
+                          header=header_index(evaluation.spec), findings=findings),
+    })
 
 
 def _asks(role: RoleSpec) -> dict[str, Any]:

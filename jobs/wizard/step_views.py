@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
 
-from jobs.context import evaluate, name_findings, name_is_taken
+from jobs.context import evaluate
 from jobs.core.render import Manifest, build_manifest
 from jobs.core.spec import TASK_TYPES
 from jobs.drafts.services import job_create, job_preview, job_update
@@ -26,6 +26,7 @@ from jobs.wizard.common import (
     refusal_findings,
     step_url,
 )
+from jobs.wizard.evaluation import BasicsInput, evaluate_basics
 from jobs.wizard.fields import (
     STEP_COMMON,
     STEP_REVIEW,
@@ -43,7 +44,8 @@ from rlark_site.foundation.exceptions import ApplicationError
 from rlark_site.foundation.tenancy.models import Team
 
 __all__ = [
-    "basics", "common", "common_findings", "manifest_of", "review", "submit", "target_step",
+    "basics", "basics_findings", "common", "common_findings", "manifest_of", "review", "submit",
+    "target_step",
 ]
 
 
@@ -148,26 +150,26 @@ def _basics_body(state: BasicsState, job: Job | None, target: int) -> dict[str, 
 
 def basics(request: HttpRequest, *, team: Team, job: Job | None) -> HttpResponse:
     if request.method != "POST":
-        state = _stored_basics(job) if job is not None else _new_basics()
-        findings = finding_views(evaluate(job).findings) if job is not None else []
+        if job is not None:
+            state = _stored_basics(job)
+            findings = finding_views(evaluate(job).findings)
+        else:
+            state = _new_basics()
+            findings = _basics_views(team=team, job=None, state=state)
         return _render_basics(request, job=job, state=state, findings=findings,
                               all_findings=findings)
     form = BasicsForm(request.POST)
     if not form.is_valid():
-        rows = form.rows()
-        state = BasicsState(name=request.POST.get("name", ""),
-                            task_type=request.POST.get("task_type", ""), rows=rows,
-                            header=form.header_row(rows),
-                            new_role=request.POST.get("new_role", ""))
-        errors = form_error_views(form.errors, {"name": "name", "new_role": "new_role",
-                                                "task_type": "task_type", "__all__": "roles"})
+        state = _posted_state(request, form)
+        errors = form_error_views(form.errors, _BASICS_FORM_PATHS)
         return _render_basics(request, job=job, state=state, findings=errors, status=400)
     state, action = _posted_basics(form, job)
     refusals = _apply_action(state, action)
     if refusals or (job is None and action):
-        kept = _name_views(state.name) if job is None else []  # "Apply type" keeps them
-        return _render_basics(request, job=job, state=state, findings=[*refusals, *kept],
-                              status=400 if refusals else 200)
+        # The form as it now stands, judged whole ("Apply type" keeps the name's findings).
+        judged = _basics_views(team=team, job=job, state=state)
+        return _render_basics(request, job=job, state=state, findings=[*refusals, *judged],
+                              all_findings=judged, status=400 if refusals else 200)
     goto = parse_goto(form.cleaned_data.get("goto", ""))
     target = STEP_ROLES if action or state.kept_roles else target_step(goto, current=STEP_ROLES)
     body = _basics_body(state, job, target)
@@ -185,18 +187,59 @@ def basics(request: HttpRequest, *, team: Team, job: Job | None) -> HttpResponse
     return _saved(job, target, goto)
 
 
-def _name_views(name: str) -> list[FindingView]:
-    """The name's findings for a job not saved yet (what saving it would say)."""
-    return finding_views(name_findings(name, taken=name_is_taken(name))) if name else []
+def _basics_views(*, team: Team, job: Job | None, state: BasicsState) -> list[FindingView]:
+    """The engine's findings on step 1 as the form holds it, saved or not. A blank name on a
+    draft not saved yet is left to the hint (nothing was typed yet; saving refuses it)."""
+    header = state.rows[state.header].name if state.header is not None else ""
+    evaluation = evaluate_basics(team=team, job=job, basics=BasicsInput(
+        name=state.name, task_type=state.task_type, header_role=header,
+        rows=tuple((row.name, row.origin) for row in state.rows)))
+    views = finding_views(evaluation.findings)
+    if job is None and not state.name:
+        views = [f for f in views if f.field != "name"]
+    return views
+
+
+def _posted_state(request: HttpRequest, form: BasicsForm) -> BasicsState:
+    """Step 1 exactly as posted (valid or not), without applying any action."""
+    rows = form.rows()
+    return BasicsState(name=request.POST.get("name", "").strip(),
+                       task_type=request.POST.get("task_type", ""), rows=rows,
+                       header=form.header_row(rows), new_role=request.POST.get("new_role", ""))
+
+
+def basics_findings(request: HttpRequest, *, team: Team, job: Job | None) -> HttpResponse:
+    """Step 1's findings, the name's availability and the error counts for the form as it is
+    now (htmx, out of band; nothing is saved)."""
+    form = BasicsForm(request.POST)
+    state = _posted_state(request, form)
+    findings = _basics_views(team=team, job=job, state=state)
+    if not form.is_valid():
+        findings = form_error_views(form.errors, _BASICS_FORM_PATHS) + findings
+    fields = _basics_fields(findings, state)
+    name_ok = bool(state.name) and not fields["name"].findings
+    return render(request, "jobs/wizard/_basics_live.html", {
+        "f": fields, "name": state.name, "available": name_ok,
+        "fields": [s for s in fields.states() if s.path != "name"],
+        "steps": step_links(current=STEP_ROLES, findings=findings, enabled=job is not None),
+    })
+
+
+_BASICS_FORM_PATHS = {"name": "name", "new_role": "new_role", "task_type": "task_type",
+                      "__all__": "roles"}
+
+
+def _basics_fields(findings: Sequence[FindingView], state: BasicsState) -> FieldMap:
+    paths = ["name", "task_type", "roles", "header_role", "new_role"]
+    paths += [f"roles[{i}].name" for i in range(len(state.rows))]
+    return FieldMap(findings, paths, hints=["name", "task_type"],
+                    include=lambda f: f.place.step == STEP_ROLES)
 
 
 def _render_basics(request: HttpRequest, *, job: Job | None, state: BasicsState,
                    findings: Sequence[FindingView], all_findings: Sequence[FindingView] = (),
                    status: int = 200) -> HttpResponse:
-    paths = ["name", "task_type", "roles", "header_role", "new_role"]
-    paths += [f"roles[{i}].name" for i in range(len(state.rows))]
-    fields = FieldMap(findings, paths, hints=["name", "task_type"],
-                      include=lambda f: f.place.step == STEP_ROLES)
+    fields = _basics_fields(findings, state)
     known = dict(TaskType.choices)
     types = [(value, str(label), ", ".join(TASK_TYPES.get(value, ())))
              for value, label in known.items()]
@@ -280,7 +323,8 @@ def common_findings(request: HttpRequest, *, job: Job) -> HttpResponse:
     nothing is saved): the same form checks, refusals and engine as saving the step."""
     form = CommonForm(request.POST)
     if not form.is_valid():
-        findings = form_error_views(form.errors, {p: p for p in _COMMON_PATHS})
+        findings = form_error_views(form.errors, {p: p for p in _COMMON_PATHS}) + [
+            f for f in finding_views(evaluate(job).findings) if f.place.step != STEP_COMMON]
     else:
         try:
             preview = job_preview(job=job, data=form.body())
@@ -289,8 +333,10 @@ def common_findings(request: HttpRequest, *, job: Job) -> HttpResponse:
         else:
             findings = finding_views(evaluate(preview).findings)
     fields = _common_fields(findings)
-    return render(request, "jobs/wizard/_common_live.html",
-                  {"fields": [fields[path] for path in _COMMON_PATHS]})
+    return render(request, "jobs/wizard/_common_live.html", {
+        "fields": [fields[path] for path in _COMMON_PATHS],
+        "steps": step_links(current=STEP_COMMON, findings=findings),
+    })
 
 
 HEADER_REPLICAS = "header.replicas"

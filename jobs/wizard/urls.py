@@ -7,7 +7,7 @@ from jobs.wizard import role_views, views
 urlpatterns: list[URLPattern | URLResolver] = [
     path("", views.job_list, name="list"),
     path("wizard/new/", views.wizard_new, name="wizard-new"),
-    path("wizard/check-name/", views.check_name, name="wizard-check-name"),
+    path("wizard/basics-findings/", views.basics_findings, name="wizard-basics-findings"),
     path("wizard/<str:name>/", views.wizard_resume, name="wizard"),
     path("wizard/<str:name>/step-<int:step>/", views.wizard_step, name="wizard-step"),
     path("wizard/<str:name>/roles/<int:index>/matches/", role_views.role_matches,

@@ -22,7 +22,6 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from clusters.models import Cluster
-from jobs.context import name_findings, name_is_taken
 from jobs.drafts import services
 from jobs.drafts.forms import JobListForm
 from jobs.drafts.selectors import JobListQuery, job_creators, job_search
@@ -37,14 +36,13 @@ from jobs.wizard.common import (
     run_record_url,
     step_url,
 )
-from jobs.wizard.fields import STEP_COMMON, STEP_REVIEW, STEP_ROLES, STEP_WORKERS, FieldState
-from jobs.wizard.fields import finding_views as to_views
+from jobs.wizard.fields import STEP_COMMON, STEP_REVIEW, STEP_ROLES, STEP_WORKERS
 from rlark_site.foundation.exceptions import ApplicationError
 from rlark_site.foundation.tenancy.access import current_team, teams_for_user
 from rlark_site.foundation.tenancy.models import Team
 
 __all__ = [
-    "check_name",
+    "basics_findings",
     "job_delete",
     "job_list",
     "manifest_download",
@@ -174,19 +172,20 @@ def common_findings(request: HttpRequest, name: str) -> HttpResponse:
 
 
 @login_required
-@require_GET
-def check_name(request: HttpRequest) -> HttpResponse:
-    """Live feedback on a job name: the engine's ``job.name.*`` findings (htmx partial)."""
-    name = request.GET.get("name", "").strip()
-    current = request.GET.get("current_job", "")
-    exclude = load_job(request, current).pk if current else None
-    findings = []
-    if name:
-        findings = name_findings(name, taken=name_is_taken(name, exclude_job_id=exclude))
-    state = FieldState(path="name", findings=to_views(findings))
-    return render(request, "jobs/wizard/_name_feedback.html", {
-        "f": state, "name": name, "available": bool(name) and not findings,
-    })
+@require_POST
+def basics_findings(request: HttpRequest) -> HttpResponse:
+    """Live findings of step 1 for the form as it is now, saved draft or new (htmx; nothing is
+    saved): the draft named by ``current_job``, else a new one of the current team."""
+    current = request.POST.get("current_job", "")
+    if current:
+        job = load_job(request, current)
+        if not is_draft(job):
+            raise Http404(not_a_draft_message())
+        return step_views.basics_findings(request, team=job.team, job=job)
+    team = current_team(request)
+    if team is None:
+        raise Http404(_("You are not in any team."))
+    return step_views.basics_findings(request, team=team, job=None)
 
 
 @login_required

@@ -187,19 +187,92 @@ def test_step_1_shows_role_and_header_findings_beside_their_fields(
     assert "header.missing" in html
 
 
-def test_the_name_check_speaks_the_engines_findings(
+LIVE = "/jobs/wizard/basics-findings/"
+
+
+def live_findings(html: str, field: str) -> str:
+    """The out-of-band findings container of `field` in a live answer."""
+    opened = f'<div id="f-{field}-findings" class="field-findings" hx-swap-oob="true">'
+    assert html.count(opened) == 1, field
+    return html.split(opened)[1].split("</div>")[0]
+
+
+def step_badge(html: str, number: int) -> str:
+    """The error badge of step `number`'s button ('' when it has none)."""
+    button = html.split(f'id="wizard-step-{number}"')[1].split("</button>")[0]
+    return button.split('class="badge error">')[1].split("<")[0] if "badge error" in button else ""
+
+
+def test_the_live_step_1_speaks_the_engines_findings(
     web: Client, team: Team, member: Any, other_team: Team, outsider: Any
 ) -> None:
     job_create(team=other_team, user=outsider, data={"name": "theirs"})
     job_create(team=team, user=member, data={"name": "mine"})
-    check = reverse("jobs:wizard-check-name")
-    taken = web.get(check, {"name": "theirs"}).content.decode()
-    assert "job.name.taken" in taken and 'class="finding error"' in taken
-    assert "job.name.invalid" in web.get(check, {"name": "-bad-"}).content.decode()
-    free = web.get(check, {"name": "free-name"}).content.decode()
-    assert "free-name is available." in free and "class=\"finding" not in free
-    own = web.get(check, {"name": "mine", "current_job": "mine"}).content.decode()
+    taken = web.post(LIVE, basics("theirs", ["Actor"])).content.decode()
+    assert 'id="name-live" aria-live="polite" hx-swap-oob="true"' in taken
+    assert "job.name.taken" in taken.split('id="name-live"')[1].split("</div>")[0]
+    assert "job.name.invalid" in web.post(LIVE, basics("-bad-", ["Actor"])).content.decode()
+    free = web.post(LIVE, basics("free-name", ["Actor"])).content.decode()
+    assert "free-name is available." in free
+    assert 'class="finding' not in free.split('id="name-live"')[1].split("</div>")[0]
+    own = web.post(LIVE, basics("mine", ["Actor"], current_job="mine")).content.decode()
     assert "mine is available." in own
+    # Nothing was created or changed.
+    assert sorted(Job.objects.values_list("name", flat=True)) == ["mine", "theirs"]
+
+
+def test_role_errors_of_a_new_draft_show_before_it_is_saved(web: Client) -> None:
+    page = web.get(NEW).content.decode()
+    assert 'id="f-header_role-findings" class="field-findings"><p class="finding error">' in page
+    assert "header.missing" in page
+    assert 'id="f-name-findings" class="field-findings"></div>' in page  # nothing typed yet
+    typed = web.post(LIVE, basics("new-job", ["Actor", "bad name", "actor"], header=None))
+    html = typed.content.decode()
+    assert "role.name.invalid" in live_findings(html, "roles-1-name")
+    assert "role.name.duplicate" in live_findings(html, "roles-2-name")
+    assert "header.missing" in live_findings(html, "header_role")
+    assert 'id="wizard-steps"' in html and step_badge(html, 1) == "3 errors"
+    fixed = web.post(LIVE, basics("new-job", ["Actor", "Learner"], header=0)).content.decode()
+    assert live_findings(fixed, "roles-1-name") == "" and live_findings(fixed, "header_role") == ""
+    assert step_badge(fixed, 1) == ""
+    assert not Job.objects.exists()
+
+
+def test_the_live_step_1_of_a_saved_draft_keeps_each_role_s_configuration(
+    web: Client, team: Team, member: Any
+) -> None:
+    job_create(team=team, user=member, data={"name": "mine", "header_role": "Actor", "roles": [
+        {"name": "Actor", "gpus": "eight"}, {"name": "Rollout"}]})
+    html = web.post(LIVE, basics("mine", ["Actor", "Rollout"], origins=["0", "1"], header=0,
+                                 current_job="mine")).content.decode()
+    assert step_badge(html, 2) != ""  # the stored role's gpu.invalid still counts
+    renamed = web.post(LIVE, basics("mine", ["Actor", "Rollout"], origins=["0", "1"], header=None,
+                                    current_job="mine")).content.decode()
+    assert "header.missing" in live_findings(renamed, "header_role")
+    assert Job.objects.get(name="mine").header_role == "Actor"
+
+
+def test_the_live_step_1_does_not_reveal_another_teams_draft(
+    web: Client, other_team: Team, outsider: Any
+) -> None:
+    job_create(team=other_team, user=outsider, data={"name": "theirs"})
+    response = web.post(LIVE, basics("x", ["Actor"], current_job="theirs"))
+    assert response.status_code == 404
+
+
+@pytest.mark.parametrize("jobs", [1, 40])
+def test_the_live_step_1_is_bounded_in_queries(
+    web: Client, team: Team, member: Any, jobs: int, django_assert_max_num_queries: Any
+) -> None:
+    for n in range(jobs):
+        job_create(team=team, user=member, data={"name": f"other-{n:03d}"})
+    job_create(team=team, user=member, data={"name": "target", "header_role": "Actor"})
+    with django_assert_max_num_queries(16):
+        assert web.post(LIVE, basics("target", ["Actor", "Rollout", "Environment"],
+                                     origins=["0", "1", "2"], current_job="target"),
+                        ).status_code == 200
+    with django_assert_max_num_queries(10):
+        assert web.post(LIVE, basics("brand-new", ["Actor", "Rollout"])).status_code == 200
 
 
 @pytest.mark.parametrize("path", [
@@ -232,15 +305,6 @@ def test_another_teams_draft_refuses_posts_with_404(
     assert web.post(url, {"cluster": "gpu-a", "goto": "stay"}).status_code == 404
     job.refresh_from_db()
     assert job.state == "draft" and [r.cluster for r in job.roles.all()] == ["", "", ""]
-
-
-def test_the_name_check_does_not_reveal_another_teams_draft(
-    web: Client, other_team: Team, outsider: Any
-) -> None:
-    job_create(team=other_team, user=outsider, data={"name": "theirs"})
-    response = web.get(reverse("jobs:wizard-check-name"),
-                        {"name": "x", "current_job": "theirs"})
-    assert response.status_code == 404
 
 
 @pytest.mark.parametrize("jobs", [1, 40])

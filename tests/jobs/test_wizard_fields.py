@@ -13,6 +13,7 @@ from jobs.wizard.fields import (
     STEP_ROLES,
     STEP_WORKERS,
     FieldMap,
+    at_row_places,
     field_anchor,
     finding_views,
     parent_paths,
@@ -91,6 +92,28 @@ def test_the_first_error_gets_focus_and_the_aria_wiring() -> None:
 def test_a_warning_alone_describes_the_field_without_marking_it_invalid() -> None:
     fields = FieldMap(finding_views([finding("run_script", severity="warning")]), ["run_script"])
     assert str(fields["run_script"].attrs) == ' aria-describedby="f-run_script-findings"'
+
+
+def test_a_field_without_findings_still_points_at_its_container() -> None:
+    """Live answers fill the container later; the input already refers to it."""
+    fields = FieldMap([], ["roles[0].env[4].name"])
+    assert str(fields["roles[0].env[4].name"].attrs) == (
+        ' aria-describedby="f-roles-0-env-4-name-findings"')
+
+
+def test_body_rows_are_moved_to_their_rows_on_the_page() -> None:
+    views = finding_views([
+        finding("roles[1].env[0].name"), finding("roles[1].env[1].value"),
+        finding("roles[1].mounts[0].target"), finding("roles[1].devices[0]"),
+        finding("roles[0].env[0].name"), finding("roles[1].env[7].name"), finding("run_script"),
+    ])
+    moved = at_row_places(views, {"env": [1, 3], "mounts": [2], "devices": [0]}, role=1)
+    assert [f.field for f in moved] == [
+        "roles[1].env[1].name", "roles[1].env[3].value", "roles[1].mounts[2].target",
+        "roles[1].devices[0]", "roles[0].env[0].name", "roles[1].env[7].name", "run_script",
+    ]
+    assert moved[1].anchor == "f-roles-1-env-3-value"
+    assert moved[1].place == views[1].place
 
 
 def test_include_limits_a_page_to_its_own_findings() -> None:

@@ -123,6 +123,31 @@ def test_step_3_findings_follow_the_form_without_saving(
     assert (job.run_script, job.ssh_key_names, job.launch_list) == ("python x.py", [], None)
 
 
+def _step_badge(page: str, number: int) -> str:
+    button = page.split(f'id="wizard-step-{number}"')[1].split("</button>")[0]
+    return button.split('class="badge error">')[1].split("<")[0] if "badge error" in button else ""
+
+
+@pytest.mark.parametrize("jobs", [1, 30])
+def test_step_3_live_counts_follow_the_form_in_bounded_queries(
+    web: Client, team: Team, member: Any, jobs: int, django_assert_max_num_queries: Any
+) -> None:
+    for n in range(jobs):
+        job_create(team=team, user=member, data={"name": f"other-{n:02d}"})
+    job_create(team=team, user=member, data={"name": "counted", "run_script": "python x.py"})
+    live = reverse("jobs:wizard-common-findings", kwargs={"name": "counted"})
+    with django_assert_max_num_queries(20):
+        empty = web.post(live, {"header_role": "Actor", "run_script": "",
+                                "tensorboard_log_dir": "tb"}).content.decode()
+    assert 'id="wizard-steps" aria-label="Wizard steps" hx-swap-oob="true"' in empty
+    before = int(_step_badge(empty, 3).split()[0])
+    fixed = web.post(live, {"header_role": "Actor", "run_script": "python x.py",
+                            "tensorboard_log_dir": "/mnt/tb"}).content.decode()
+    after = _step_badge(fixed, 3)
+    assert (int(after.split()[0]) if after else 0) == before - 2
+    assert _live_findings(fixed, "tensorboard_log_dir") == ""
+
+
 def test_step_3_checks_the_replicas_of_the_role_chosen_as_header_there(
     web: Client, fleet: list[Cluster], team: Team, member: Any
 ) -> None:

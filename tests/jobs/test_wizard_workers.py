@@ -277,3 +277,87 @@ def test_step_2_is_bounded_in_queries_however_many_nodes(
     with django_assert_max_num_queries(25):
         live = web.post(matches(0), posted)
     assert live.status_code == 200
+
+
+def oob_findings(html: str, field: str) -> str:
+    """The out-of-band findings container of `field` (role 0) in a live answer."""
+    opened = f'<div id="f-roles-0-{field}-findings" class="field-findings" hx-swap-oob="true">'
+    assert html.count(opened) == 1, field
+    return html.split(opened)[1].split("</div>")[0]
+
+
+def badge(html: str, button_id: str) -> str:
+    """The error badge of a step button or role tab ('' when it has none)."""
+    button = html.split(f'id="{button_id}"')[1].split("</button>")[0]
+    return button.split('class="badge error">')[1].split("<")[0] if "badge error" in button else ""
+
+
+def test_blank_rows_are_numbered_after_the_stored_ones(web: Client, job: Job) -> None:
+    web.post(step2(), role_post(cluster="gpu-a", env_name=["HF_HOME"], env_value=["/mnt/hf"],
+                                mount_kind=["host_path"], mount_source=["/data"],
+                                mount_target=["/mnt/data"]))
+    html = web.get(step2()).content.decode()
+    for row in range(4):  # one stored, three blank
+        assert f'id="f-roles-0-env-{row}-name"' in html
+        assert f'id="f-roles-0-env-{row}-value-findings"' in html
+    for row in range(3):  # one stored, two blank
+        assert f'id="f-roles-0-mounts-{row}-target"' in html
+    assert 'id="f-roles-0-devices-0"' in html  # gpu-a offers rlinf.io/rdma, not asked yet
+    assert "new-" not in html.split('id="role-title"')[1]
+
+
+def test_unsaved_rows_get_their_findings_live_at_their_place_on_the_page(
+    web: Client, job: Job
+) -> None:
+    """Rows typed into the blank rows (the first one left blank) get the engine's findings
+    beside them, with the step and tab counts, and lose them once fixed; nothing is saved."""
+    typed = role_post(
+        cluster="gpu-a", label=["rlinf.io/pool=a100-head"], image=IMAGE_PLACEHOLDER,
+        env_name=["", "RLINF_NODE_RANK", "RAY_TEMP_DIR"], env_value=["", "3", "ray-tmp"],
+        mount_kind=["host_path", "host_path"], mount_source=["", "/data"],
+        mount_target=["", "/tmp"], device_name=["rlinf.io/rdma"], device_count=["many"],
+    )
+    html = web.post(matches(0), typed).content.decode()
+    assert oob_findings(html, "env-0-name") == ""
+    assert "env.name.reserved" in oob_findings(html, "env-1-name")
+    assert "env.ray_temp_dir" in oob_findings(html, "env-2-value")
+    assert oob_findings(html, "mounts-0-target") == ""
+    assert "mount.target.shadows" in oob_findings(html, "mounts-1-target")
+    assert "device." in oob_findings(html, "devices-0")
+    assert 'id="wizard-steps" aria-label="Wizard steps" hx-swap-oob="true"' in html
+    assert 'id="role-tabs" aria-label="Roles" hx-swap-oob="true"' in html
+    errors = int(badge(html, "role-tab-0"))
+    others = int(badge(html, "role-tab-1")) + int(badge(html, "role-tab-2"))
+    assert errors >= 5 and badge(html, "wizard-step-2") == f"{errors + others} errors"
+
+    fixed = web.post(matches(0), {
+        **typed, "env_name": ["", "RLINF_HOME", "RAY_TEMP_DIR"],
+        "env_value": ["", "3", "/mnt/ray-tmp"], "mount_target": ["", "/mnt/data"],
+        "device_count": ["1"],
+    }).content.decode()
+    for field in ("env-1-name", "env-2-value", "mounts-1-target", "devices-0"):
+        assert oob_findings(fixed, field) == "", field
+    assert int(badge(fixed, "role-tab-0") or 0) == errors - 4
+    assert badge(fixed, "wizard-step-2") == f"{errors - 4 + others} errors"
+    stored = Job.objects.get(name="ppo-run").roles.get(position=0)
+    assert stored.env == [] and stored.mounts == [] and stored.devices == []
+
+
+def test_a_form_refusal_counts_live_too(web: Client, job: Job) -> None:
+    html = web.post(matches(0), role_post(cluster="gpu-a", selector_text="no-equals-sign"),
+                    ).content.decode()
+    selector = html.split('id="f-roles-0-selector-findings" class="field-findings">')[1]
+    assert "Write each condition as key=value" in selector.split("</div>")[0]
+
+
+@pytest.mark.parametrize("rows", [1, 40])
+def test_the_live_answer_is_bounded_in_queries_however_many_rows(
+    web: Client, job: Job, rows: int, django_assert_max_num_queries: Any
+) -> None:
+    posted = role_post(cluster="gpu-a", label=["rlinf.io/pool=a100-head"], gpus="2",
+                       env_name=[f"VAR_{n}" for n in range(rows)],
+                       env_value=["x"] * rows, mount_kind=["host_path"] * rows,
+                       mount_source=[f"/data/{n}" for n in range(rows)],
+                       mount_target=[f"/mnt/{n}" for n in range(rows)])
+    with django_assert_max_num_queries(25):
+        assert web.post(matches(0), posted).status_code == 200

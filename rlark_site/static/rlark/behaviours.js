@@ -2,7 +2,10 @@
 // - data-submit-on-change[="submitter-id"]: submit the field's form when it changes;
 // - data-confirm="question" on a form: ask before submitting it;
 // - data-copy-target="element-id" on a button: copy that element's text (or select it when the
-//   clipboard is unavailable); the button's data-done / data-select texts go to #copy-status.
+//   clipboard is unavailable); the button's data-done / data-select texts go to #copy-status;
+// - live findings: after htmx swapped findings containers (.field-findings; an error is a
+//   .finding.error in it), every input described by a container follows it: aria-invalid (the
+//   red border) is set or cleared. The server decides; this only mirrors its answer.
 (function () {
   "use strict";
 
@@ -42,5 +45,22 @@
     } else {
       select();
     }
+  });
+
+  function markFields() {
+    document.querySelectorAll(".field-findings[id]").forEach(function (box) {
+      var invalid = box.querySelector(".finding.error") !== null;
+      document.querySelectorAll('[aria-describedby~="' + box.id + '"]').forEach(function (input) {
+        if (!/^(INPUT|SELECT|TEXTAREA)$/.test(input.tagName)) return;
+        if (invalid) {
+          input.setAttribute("aria-invalid", "true");
+        } else {
+          input.removeAttribute("aria-invalid");
+        }
+      });
+    });
+  }
+  ["htmx:afterSettle", "htmx:oobAfterSwap"].forEach(function (name) {
+    document.addEventListener(name, markFields);
   });
 })();
