@@ -264,3 +264,28 @@ def test_the_token_endpoint_is_throttled_per_username(db: Any) -> None:
     assert codes[10] == 429
     other = client.post(TOKEN, {"username": f"{username}-2", "password": "x"}, format="json")
     assert other.status_code == 400
+
+
+def test_a_token_request_reads_only_its_own_token_and_user(
+    api_client_for, owner, django_assert_max_num_queries
+) -> None:
+    client = api_client_for(owner)
+    for number in range(5):  # other tokens of the user are not read on each request
+        ApiToken.objects.create(user=owner, expiry=timedelta(days=1), name=f"other {number}")
+    client.get("/api/v1/teams/")
+    # The token with its user, then the view's: teams (count, page).
+    with django_assert_max_num_queries(3):
+        assert client.get("/api/v1/teams/").status_code == 200
+
+
+def test_expired_tokens_are_not_listed_and_go_when_a_token_is_created(
+    api_client_for, owner
+) -> None:
+    client = api_client_for(owner)
+    ApiToken.objects.create(user=owner, expiry=timedelta(days=1), name="old")
+    ApiToken.objects.filter(user=owner, name="old").update(
+        expiry=timezone.now() - timedelta(seconds=1))
+    assert {t["name"] for t in client.get(TOKENS).json()["results"]} == {"tests"}
+    assert client.post(TOKENS, {"name": "ci"}, format="json").status_code == 201
+    assert set(ApiToken.objects.filter(user=owner).values_list("name", flat=True)) == {
+        "tests", "ci"}

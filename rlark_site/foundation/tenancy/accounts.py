@@ -8,9 +8,10 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from knox.settings import knox_settings
 
@@ -63,12 +64,15 @@ def token_create(*, user: Any, name: str, expires_in_days: int | None = None
     if not name or len(name) > 100 or has_control_characters(name):
         raise ApplicationError(_("A token name is 1-100 characters without control characters."),
                                extra={"field": "name"})
+    ApiToken.objects.filter(user=user, expiry__lt=timezone.now()).delete()
     token, secret = ApiToken.objects.create(user=user, expiry=_ttl(expires_in_days), name=name)
     return token, secret
 
 
 def tokens_of(user: Any) -> QuerySet[ApiToken]:
-    return ApiToken.objects.filter(user=user).order_by("-created")
+    """The user's tokens that still work, newest first."""
+    live = Q(expiry__isnull=True) | Q(expiry__gte=timezone.now())
+    return ApiToken.objects.filter(live, user=user).order_by("-created")
 
 
 @transaction.atomic
