@@ -133,7 +133,11 @@ class Node(models.Model):
             models.UniqueConstraint(fields=["cluster", "name"], name="unique_node_per_cluster")
         ]
         indexes = [
-            GinIndex(fields=["labels"], name="node_labels_gin", opclasses=["jsonb_path_ops"]),
+            # fastupdate off: with GIN's pending list, rows the poll writes wait unsorted until
+            # a vacuum and every containment lookup scans them all (38 ms instead of 0.4 ms
+            # on 50,000 freshly written nodes); a poll's write costs a little more instead.
+            GinIndex(fields=["labels"], name="node_labels_gin", opclasses=["jsonb_path_ops"],
+                     fastupdate=False),
             models.Index(fields=["gone", "cluster"], name="node_gone_cluster"),
         ]
         triggers = [
