@@ -29,6 +29,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import defaultdict
@@ -204,11 +205,14 @@ def web_server(database: str, extra_env: dict[str, str]) -> Iterator[str]:
     # throttle's own bookkeeping as small as in production).
     env = {**os.environ, "DATABASE_URL": url, "RLARK_WEB_ACCESS_LOG": "",
            "RLARK_THROTTLE_USER": "10000/s", "DEBUG": "0", **extra_env}
+    # The server's log (a line per request) goes to a file: a pipe nobody reads would fill
+    # after a few hundred requests and block every worker writing to it.
+    log = tempfile.TemporaryFile()
     process = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "-c", "python:rlark_site.gunicorn_conf",
          "--bind", f"127.0.0.1:{port}"],
         cwd=REPO, env=env, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL, stderr=log,
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -220,6 +224,8 @@ def web_server(database: str, extra_env: dict[str, str]) -> Iterator[str]:
             except requests.RequestException:
                 pass
             if time.monotonic() > deadline or process.poll() is not None:
+                log.seek(0)
+                sys.stderr.write(log.read()[-4000:].decode(errors="replace"))
                 raise SystemExit("gunicorn did not start")
             time.sleep(0.3)
         yield base
@@ -230,6 +236,7 @@ def web_server(database: str, extra_env: dict[str, str]) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+        log.close()
 
 
 def client_loop(base: str, index: int, plan: list[Route], data: dict[str, Any],
