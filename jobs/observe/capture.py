@@ -202,14 +202,10 @@ class _Pod:
 
 @dataclass
 class CaptureResult:
-    """Attempts written, and what could not be read ("" when nothing was missed)."""
+    """Attempts written, and what could not be read (empty when nothing was missed)."""
 
     written: int = 0
     missed: list[str] = field(default_factory=list)
-
-    @property
-    def complete(self) -> bool:
-        return not self.missed
 
 
 _KEPT_ONLY = ("id", "run_record_id", "pod_uid", "logs_captured", *_COMPARED)
