@@ -27,6 +27,7 @@ __all__ = [
     "FieldMap",
     "FieldState",
     "FindingView",
+    "at_header_choice",
     "at_row_places",
     "field_anchor",
     "finding_views",
@@ -114,6 +115,17 @@ def finding_views(findings: Iterable[Finding]) -> list[FindingView]:
         )
         for f in findings
     ]
+
+
+HEADER_REPLICAS = "header.replicas"
+
+
+def at_header_choice(findings: Iterable[FindingView]) -> list[FindingView]:
+    """The Header role's replicas are checked wherever the Header role is chosen (steps 1 and
+    3): `header.replicas`, about that role's selector (step 2), is shown beside the choice
+    too. Its place is kept, so it is still counted on step 2 and links there."""
+    return [replace(f, field="header_role", anchor=field_anchor("header_role"))
+            if f.code == HEADER_REPLICAS else f for f in findings]
 
 
 _ROW_PATH = re.compile(r"(roles\[\d+\]\.(devices|env|mounts))\[(\d+)\](.*)")

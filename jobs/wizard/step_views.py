@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib import messages
@@ -34,6 +34,7 @@ from jobs.wizard.fields import (
     STEP_WORKERS,
     FieldMap,
     FindingView,
+    at_header_choice,
     finding_views,
 )
 from jobs.wizard.forms import BasicsForm, CommonForm, Goto, ReviewForm, RoleRow, parse_goto
@@ -230,10 +231,11 @@ _BASICS_FORM_PATHS = {"name": "name", "new_role": "new_role", "task_type": "task
 
 
 def _basics_fields(findings: Sequence[FindingView], state: BasicsState) -> FieldMap:
+    """Step 1's fields, the Header role's replicas beside its choice (`at_header_choice`)."""
     paths = ["name", "task_type", "roles", "header_role", "new_role"]
     paths += [f"roles[{i}].name" for i in range(len(state.rows))]
-    return FieldMap(findings, paths, hints=["name", "task_type"],
-                    include=lambda f: f.place.step == STEP_ROLES)
+    return FieldMap(at_header_choice(findings), paths, hints=["name", "task_type"],
+                    include=lambda f: f.place.step == STEP_ROLES or f.field == "header_role")
 
 
 def _render_basics(request: HttpRequest, *, job: Job | None, state: BasicsState,
@@ -339,15 +341,10 @@ def common_findings(request: HttpRequest, *, job: Job) -> HttpResponse:
     })
 
 
-HEADER_REPLICAS = "header.replicas"
-
-
 def _common_fields(findings: Sequence[FindingView]) -> FieldMap:
-    """Step 3's fields; the Header role's replicas are judged where the Header role is chosen,
-    so `header.replicas` (about that role's selector) shows beside the choice too."""
-    shown = [replace(f, field="header_role") if f.code == HEADER_REPLICAS else f
-             for f in findings]
-    return FieldMap(shown, _COMMON_PATHS, hints=["run_script", "network_domain"],
+    """Step 3's fields, the Header role's replicas beside its choice (`at_header_choice`)."""
+    return FieldMap(at_header_choice(findings), _COMMON_PATHS,
+                    hints=["run_script", "network_domain"],
                     include=lambda f: f.place.step == STEP_COMMON or f.field == "header_role")
 
 

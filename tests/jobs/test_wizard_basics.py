@@ -11,6 +11,7 @@ from django.urls import reverse
 from jobs.drafts.services import job_create
 from jobs.models import Job
 from rlark_site.foundation.tenancy.models import Team
+from tests.factories import load_fleet_rows
 
 pytestmark = pytest.mark.django_db
 
@@ -250,6 +251,27 @@ def test_the_live_step_1_of_a_saved_draft_keeps_each_role_s_configuration(
                                     current_job="mine")).content.decode()
     assert "header.missing" in live_findings(renamed, "header_role")
     assert Job.objects.get(name="mine").header_role == "Actor"
+
+
+def test_step_1_checks_the_replicas_of_the_role_chosen_as_header_there(
+    web: Client, team: Team, member: Any
+) -> None:
+    load_fleet_rows()
+    job_create(team=team, user=member, data={
+        "name": "header-pick", "task_type": "custom", "header_role": "Head", "roles": [
+            {"name": "Head", "cluster": "gpu-a",
+             "selector": {"kubernetes.io/hostname": "a-head-01"}},
+            {"name": "Pool", "cluster": "cpu-c", "selector": {"rlinf.io/pool": "env-c"}},
+        ]})
+    posted = basics("header-pick", ["Head", "Pool"], origins=["0", "1"], task_type="custom",
+                    current_job="header-pick")
+    fine = web.post(LIVE, {**posted, "header": "0"}).content.decode()
+    assert "header.replicas" not in live_findings(fine, "header_role")
+    switched = web.post(LIVE, {**posted, "header": "1"}).content.decode()
+    assert "header.replicas" in live_findings(switched, "header_role")
+    assert "it matches 10." in live_findings(switched, "header_role")
+    assert step_badge(switched, 1) == "" and step_badge(switched, 2) != ""
+    assert Job.objects.get(name="header-pick").header_role == "Head"
 
 
 def test_the_live_step_1_does_not_reveal_another_teams_draft(
