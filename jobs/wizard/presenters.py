@@ -52,6 +52,8 @@ STEP_TITLES = {
 NODES_SHOWN = 50
 BLANK_ENV_ROWS = 3
 BLANK_MOUNT_ROWS = 2
+# Stands for the row number in a row template; the copy a user adds gets its place on the page.
+NEW_ROW = "__ROW__"
 
 
 # -- navigation ------------------------------------------------------------------------------
@@ -310,6 +312,9 @@ class RolePanel:
     prepare_script: str
     env: list[EnvRow]
     mounts: list[MountRow]
+    # Blank rows for "Add a variable" / "Add a mount" (rlark/behaviours.js numbers the copies).
+    env_template: EnvRow
+    mount_template: MountRow
     cpu_request: str
     cpu_limit: str
     memory_request: str
@@ -443,6 +448,11 @@ def role_panel(*, index: int, body: Mapping[str, Any], is_header: bool, clusters
         prepare_script=_text(body.get("prepare_script")),
         env=_env_rows(index, body, fields),
         mounts=_mount_rows(index, body, fields, offer.storage_classes),
+        env_template=EnvRow(
+            name="", value="", name_field=fields.get(f"roles[{index}].env[{NEW_ROW}].name"),
+            value_field=fields.get(f"roles[{index}].env[{NEW_ROW}].value")),
+        mount_template=_mount_row(f"roles[{index}].mounts[{NEW_ROW}]", {}, fields,
+                                  offer.storage_classes),
         cpu_request=_resource(body, "cpu", "request"), cpu_limit=_resource(body, "cpu", "limit"),
         memory_request=_resource(body, "memory", "request"),
         memory_limit=_resource(body, "memory", "limit"),

@@ -6,6 +6,7 @@ before its first save and clear as the form is corrected. Screenshots go to test
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -26,6 +27,14 @@ ZH = {
     "header.missing": "请选择 Header 角色。",
     "env.name.reserved": "RLINF_NODE_RANK 由 RLark 的启动脚本设置；请换一个名称。",
 }
+
+
+@pytest.fixture(autouse=True)
+def patient_expectations() -> Iterator[None]:
+    """Each check waits for a live answer; on a loaded machine one can take seconds."""
+    expect.set_options(timeout=20_000)
+    yield
+    expect.set_options(timeout=5_000)
 
 
 @pytest.fixture
@@ -98,15 +107,27 @@ def _unsaved_row(page: Page, base: str, lang: str) -> None:
     expect(target).to_contain_text("mount.target.shadows")
     # One answer brings the findings and the counts: the badge already counts the mount.
     assert _count(page, "#role-tab-0") >= tab + 2
+    # A row added with the button (never rendered by the server): a relative RAY_TEMP_DIR.
+    page.click("#role-0-add-env")
+    added = page.locator("#f-roles-0-env-3-value")
+    expect(page.locator("#f-roles-0-env-3-name")).to_be_focused()
+    page.fill("#f-roles-0-env-3-name", "RAY_TEMP_DIR")
+    added.fill("ray-tmp")
+    expect(page.locator("#f-roles-0-env-3-value-findings")).to_contain_text("env.ray_temp_dir")
+    expect(added).to_have_css("border-color", RED)
     screenshot(page, f"wizard-live-{lang}-2-unsaved-row-errors")
     # Fixed: finding, border and counts clear, nothing saved.
     name.fill("RLINF_HOME_DIR")
+    added.fill("/mnt/ray-tmp")
     page.fill("#f-roles-0-mounts-0-target", "/mnt/data")
     expect(findings).to_be_empty()
+    expect(page.locator("#f-roles-0-env-3-value-findings")).to_be_empty()
+    expect(added).to_have_css("border-color", GREY)
     expect(target).not_to_contain_text("mount.target.shadows")
     # The host directory still awaits an admin's confirmation; emptying the row drops it.
     page.fill("#f-roles-0-mounts-0-source", "")
     page.fill("#f-roles-0-mounts-0-target", "")
+    expect(page.locator("#f-roles-0-mounts-0-source-findings")).to_be_empty()
     expect(target).to_be_empty()
     expect(name).not_to_have_attribute("aria-invalid", "true")
     expect(name).to_have_css("border-color", GREY)
@@ -118,6 +139,13 @@ def _unsaved_row(page: Page, base: str, lang: str) -> None:
     screenshot(page, f"wizard-live-{lang}-2-unsaved-row-fixed")
     actor = Job.objects.get(name="live-run").roles.get(position=0)
     assert actor.env == [] and actor.mounts == []
+    # Saving keeps what was typed, the added row included, and the count is the live one.
+    with page.expect_navigation():
+        page.click("#wizard-save")
+    expect(page.locator("#f-roles-0-env-1-value")).to_have_value("/mnt/ray-tmp")  # compacted
+    assert _count(page, "#role-tab-0") == tab
+    actor.refresh_from_db()
+    assert [e["name"] for e in actor.env] == ["RLINF_HOME_DIR", "RAY_TEMP_DIR"]
 
 
 def _journey(page: Page, live_server: Any, member: Any, lang: str) -> None:

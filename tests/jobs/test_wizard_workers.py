@@ -361,3 +361,19 @@ def test_the_live_answer_is_bounded_in_queries_however_many_rows(
                        mount_target=[f"/mnt/{n}" for n in range(rows)])
     with django_assert_max_num_queries(25):
         assert web.post(matches(0), posted).status_code == 200
+
+
+def test_rows_added_on_the_page_get_their_own_findings(web: Client, job: Job) -> None:
+    """The page's row templates number a copy by its place; a live answer covers every row
+    posted, however many were added."""
+    page = web.get(step2()).content.decode()
+    template = page.split('<template id="role-0-env-template">')[1].split("</template>")[0]
+    assert 'id="f-roles-0-env-__ROW__-name"' in template
+    assert 'aria-describedby="f-roles-0-env-__ROW__-name-findings"' in template
+    assert 'data-add-row="role-0-env-template"' in page
+    assert 'id="f-roles-0-mounts-__ROW__-target"' in page
+    html = web.post(matches(0), role_post(
+        cluster="gpu-a", env_name=["", "", "", "", "RAY_TEMP_DIR"],
+        env_value=["", "", "", "", "relative/dir"])).content.decode()
+    assert "env.ray_temp_dir" in oob_findings(html, "env-4-value")
+    assert oob_findings(html, "env-3-value") == ""

@@ -3,6 +3,9 @@
 // - data-confirm="question" on a form: ask before submitting it;
 // - data-copy-target="element-id" on a button: copy that element's text (or select it when the
 //   clipboard is unavailable); the button's data-done / data-select texts go to #copy-status;
+// - data-add-row="template-id" data-add-row-to="tbody-id" on a button: append a copy of the
+//   template's row to the table body, "__ROW__" replaced by the row's place (0-based, as the
+//   server numbers rows) and "__NUM__" by its number (1-based); the first field gets focus;
 // - live findings: after htmx swapped findings containers (.field-findings; an error is a
 //   .finding.error in it), every input described by a container follows it: aria-invalid (the
 //   red border) is set or cleared. The server decides; this only mirrors its answer.
@@ -45,6 +48,19 @@
     } else {
       select();
     }
+  });
+
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest ? event.target.closest("[data-add-row]") : null;
+    if (!button) return;
+    var template = document.getElementById(button.dataset.addRow);
+    var body = document.getElementById(button.dataset.addRowTo);
+    if (!template || !body) return;
+    var place = body.rows.length;
+    body.insertAdjacentHTML("beforeend", template.innerHTML
+      .split("__ROW__").join(String(place)).split("__NUM__").join(String(place + 1)));
+    var first = body.rows[place] && body.rows[place].querySelector("input, select, textarea");
+    if (first) first.focus();
   });
 
   function markFields() {
