@@ -12,6 +12,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
+from clusters.access import MAX_TEMPLATE, validate_command_template, validate_url_template
 from clusters.labels import DNS_LABEL_PATTERN
 from clusters.validators import validate_api_url
 from rlark_site.foundation.audit.tracking import audited
@@ -49,6 +50,14 @@ class Cluster(models.Model):
     client_key_encrypted = models.TextField(blank=True, default="")
     verify_tls = models.BooleanField(default=True)
     enabled = models.BooleanField(default=True)
+    # Access links shown on the pages of this cluster's jobs (`clusters.access`); blank: the
+    # kubectl port-forward / exec commands.
+    tensorboard_url_template = models.CharField(
+        max_length=MAX_TEMPLATE, blank=True, default="", validators=[validate_url_template])
+    ray_dashboard_url_template = models.CharField(
+        max_length=MAX_TEMPLATE, blank=True, default="", validators=[validate_url_template])
+    exec_command_template = models.CharField(
+        max_length=MAX_TEMPLATE, blank=True, default="", validators=[validate_command_template])
     # Poll bookkeeping (not audited: it changes on every poll).
     state = models.CharField(
         max_length=20, choices=ClusterState.choices, default=ClusterState.NEVER_POLLED

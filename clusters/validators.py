@@ -12,7 +12,7 @@ from django.utils.translation import gettext as _
 _HOST_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
 
 
-def _valid_host(host: str) -> bool:
+def valid_host(host: str) -> bool:
     if host.startswith("[") and host.endswith("]"):
         try:
             ipaddress.IPv6Address(host[1:-1])
@@ -41,7 +41,7 @@ def validate_api_url(value: str) -> None:
         or parts.query
         or parts.fragment
         or port == -1
-        or not _valid_host(host)
+        or not valid_host(host)
     ):
         raise ValidationError(
             _("Enter the API server's http(s) URL, for example https://kube-apiserver:6443."),

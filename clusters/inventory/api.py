@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from clusters.access import MAX_TEMPLATE, validate_command_template, validate_url_template
 from clusters.inventory.forms import MAX_KUBECONFIG, kubeconfig_create_arguments
 from clusters.inventory.selectors import (
     cluster_get,
@@ -48,6 +49,32 @@ class ReadAllWriteAdmins(BasePermission):
         return request.method in SAFE_METHODS or is_platform_admin(request.user)
 
 
+ACCESS_TEMPLATES = ("tensorboard_url_template", "ray_dashboard_url_template",
+                    "exec_command_template")
+
+
+def _template(validator: Any, help_text: str, **kwargs: Any) -> serializers.CharField:
+    """An access-link template (`clusters.access`); blank removes it."""
+    return serializers.CharField(max_length=MAX_TEMPLATE, allow_blank=True,
+                                 validators=[validator], help_text=help_text, **kwargs)
+
+
+_URL_HELP = ("http(s) URL template of %s; placeholders {namespace}, {job}, {task}, {pod}, "
+             "{log_dir} (the head pod's), values URL-encoded. Blank: kubectl port-forward.")
+_EXEC_HELP = ("Command template that opens a shell in the head pod; same placeholders, values "
+              "shell-quoted (put placeholders outside quotes). Blank: kubectl exec.")
+
+
+class AccessTemplatesSerializer(serializers.Serializer):
+    """The access-link templates, in the create and update bodies alike."""
+
+    tensorboard_url_template = _template(validate_url_template, _URL_HELP % "TensorBoard",
+                                         required=False)
+    ray_dashboard_url_template = _template(validate_url_template,
+                                           _URL_HELP % "the Ray dashboard", required=False)
+    exec_command_template = _template(validate_command_template, _EXEC_HELP, required=False)
+
+
 class ClusterSerializer(serializers.ModelSerializer):
     node_count = serializers.IntegerField(read_only=True, help_text="Nodes not gone.")
     ready_count = serializers.IntegerField(read_only=True, help_text="Ready nodes not gone.")
@@ -60,7 +87,7 @@ class ClusterSerializer(serializers.ModelSerializer):
         model = Cluster
         fields = [
             "name", "namespace", "api_url", "verify_tls", "enabled", "has_token", "has_ca_cert",
-            "has_client_certificate",
+            "has_client_certificate", *ACCESS_TEMPLATES,
             "state", "last_polled_at", "last_success_at", "last_error", "failure_count",
             "next_poll_at", "generation", "node_count", "ready_count", "gone_count",
             "created_at",
@@ -76,7 +103,7 @@ class ClusterSerializer(serializers.ModelSerializer):
         return bool(cluster.client_cert_encrypted)
 
 
-class ClusterCreateSerializer(serializers.Serializer):
+class ClusterCreateSerializer(AccessTemplatesSerializer):
     name = serializers.CharField(max_length=63)
     namespace = serializers.CharField(max_length=63)
     api_url = serializers.CharField(max_length=500, validators=[validate_api_url])
@@ -120,7 +147,7 @@ class ClusterKubeconfigSerializer(serializers.Serializer):
                                            chosen=chosen, enabled=attrs["enabled"])
 
 
-class ClusterUpdateSerializer(serializers.Serializer):
+class ClusterUpdateSerializer(AccessTemplatesSerializer):
     """Every field optional; an empty `token`/`ca_cert` removes the stored one."""
 
     namespace = serializers.CharField(max_length=63, required=False)

@@ -8,8 +8,15 @@ from __future__ import annotations
 from typing import Any, cast
 
 from django import forms
+from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
+from clusters.access import (
+    MAX_TEMPLATE,
+    PLACEHOLDERS,
+    validate_command_template,
+    validate_url_template,
+)
 from clusters.inventory.selectors import LabelFilter, label_filter_from_text
 from clusters.k8s import KubeconfigContext, KubeconfigError, read_context
 from clusters.models import Cluster
@@ -24,6 +31,13 @@ class SecretTextarea(forms.Textarea):
 
     def get_context(self, name: str, value: Any, attrs: dict[str, Any] | None) -> dict[str, Any]:
         return super().get_context(name, None, attrs)
+
+
+ACCESS_HELP = format_lazy(
+    _("Shown as a link on the pages of this cluster's jobs. Placeholders: {placeholders} "
+      "(the head pod's; values are URL-encoded). Blank: kubectl port-forward."),
+    placeholders=", ".join(f"{{{name}}}" for name in PLACEHOLDERS),
+)
 
 
 class ClusterForm(forms.Form):
@@ -49,6 +63,28 @@ class ClusterForm(forms.Form):
     clear_ca_cert = forms.BooleanField(label=_("Remove the stored CA certificate"), required=False)
     verify_tls = forms.BooleanField(label=_("Verify the server's TLS certificate"), required=False)
     enabled = forms.BooleanField(label=_("Poll this cluster"), required=False)
+    tensorboard_url_template = forms.CharField(
+        label=_("TensorBoard URL template"), required=False, max_length=MAX_TEMPLATE,
+        validators=[validate_url_template],
+        widget=forms.TextInput(attrs={"placeholder": "https://tb.example.com/{namespace}/{job}"}),
+        help_text=ACCESS_HELP,
+    )
+    ray_dashboard_url_template = forms.CharField(
+        label=_("Ray dashboard URL template"), required=False, max_length=MAX_TEMPLATE,
+        validators=[validate_url_template],
+        widget=forms.TextInput(attrs={"placeholder": "https://ray.example.com/{namespace}/{pod}"}),
+        help_text=ACCESS_HELP,
+    )
+    exec_command_template = forms.CharField(
+        label=_("Shell command template"), required=False, max_length=MAX_TEMPLATE,
+        validators=[validate_command_template],
+        widget=forms.TextInput(attrs={
+            "placeholder": "ssh -t jump.example.com kubectl -n {namespace} exec -it {pod} bash"}),
+        help_text=_("How to open a shell in the head pod, e.g. through a jump host. Values are "
+                    "shell-quoted: put placeholders outside quotes. Blank: kubectl exec."),
+    )
+
+    TEMPLATES = ("tensorboard_url_template", "ray_dashboard_url_template", "exec_command_template")
 
     def __init__(self, *args: Any, cluster: Cluster | None = None, **kwargs: Any) -> None:
         self.cluster = cluster
@@ -56,6 +92,7 @@ class ClusterForm(forms.Form):
             kwargs.setdefault("initial", {
                 "name": cluster.name, "namespace": cluster.namespace, "api_url": cluster.api_url,
                 "verify_tls": cluster.verify_tls, "enabled": cluster.enabled,
+                **{field: getattr(cluster, field) for field in self.TEMPLATES},
             })
         else:
             kwargs.setdefault("initial", {"verify_tls": True, "enabled": True})
@@ -85,6 +122,7 @@ class ClusterForm(forms.Form):
             "name": data["name"], "namespace": data["namespace"], "api_url": data["api_url"],
             "token": self._secret("token") or "", "ca_cert": self._secret("ca_cert") or "",
             "verify_tls": data["verify_tls"], "enabled": data["enabled"],
+            **{field: data[field] for field in self.TEMPLATES},
         }
 
     def update_arguments(self) -> dict[str, Any]:
@@ -93,6 +131,7 @@ class ClusterForm(forms.Form):
             "namespace": data["namespace"], "api_url": data["api_url"],
             "token": self._secret("token"), "ca_cert": self._secret("ca_cert"),
             "verify_tls": data["verify_tls"], "enabled": data["enabled"],
+            **{field: data[field] for field in self.TEMPLATES},
         }
 
 

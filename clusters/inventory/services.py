@@ -73,6 +73,9 @@ def cluster_create(
     enabled: bool = True,
     client_cert: str = "",
     client_key: str = "",
+    tensorboard_url_template: str = "",
+    ray_dashboard_url_template: str = "",
+    exec_command_template: str = "",
 ) -> Cluster:
     """Register a cluster; it is polled at the next beat round."""
     cluster = _validated(
@@ -86,6 +89,9 @@ def cluster_create(
             client_key_encrypted=encrypt(client_key),
             verify_tls=verify_tls,
             enabled=enabled,
+            tensorboard_url_template=tensorboard_url_template,
+            ray_dashboard_url_template=ray_dashboard_url_template,
+            exec_command_template=exec_command_template,
             state=ClusterState.NEVER_POLLED if enabled else ClusterState.DISABLED,
         )
     )
@@ -105,8 +111,11 @@ def cluster_update(
     enabled: bool | None = None,
     client_cert: str | None = None,
     client_key: str | None = None,
+    tensorboard_url_template: str | None = None,
+    ray_dashboard_url_template: str | None = None,
+    exec_command_template: str | None = None,
 ) -> Cluster:
-    """Change a cluster. None keeps a field; an empty credential removes it.
+    """Change a cluster. None keeps a field; an empty credential or template removes it.
 
     Only fields whose value really changes are saved, so the audit shows real changes.
     """
@@ -123,6 +132,11 @@ def cluster_update(
         put("api_url", api_url)
     if verify_tls is not None:
         put("verify_tls", verify_tls)
+    for template, value in (("tensorboard_url_template", tensorboard_url_template),
+                            ("ray_dashboard_url_template", ray_dashboard_url_template),
+                            ("exec_command_template", exec_command_template)):
+        if value is not None:
+            put(template, value)
     if token is not None and _secret_differs(cluster.token_encrypted, token):
         put("token_encrypted", encrypt(token))
     if ca_cert is not None and _secret_differs(cluster.ca_cert_encrypted, ca_cert):

@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 
 from clusters.k8s import PodInfo
 from jobs.observe import conf, live
+from jobs.observe.access import access_entries
 from jobs.observe.selectors import attempt_rows, run_record_for_job
 from jobs.observe.serializers import (
     EventsSerializer,
@@ -35,10 +36,12 @@ def pod_data(pod: PodInfo) -> dict[str, Any]:
 class JobPodsView(APIView):
     @extend_schema(responses={200: PodsSerializer, 404: _NOT_FOUND})
     def get(self, request: Request, name: str) -> Response:
-        snapshot = live.job_snapshot(run_record_for_job(request.user, name))
+        record = run_record_for_job(request.user, name)
+        snapshot = live.job_snapshot(record)
         return Response(PodsSerializer({
             "fetched_at": snapshot.fetched_at, "error": snapshot.error,
             "pods": [pod_data(pod) for pod in snapshot.pods],
+            "access": [asdict(entry) for entry in access_entries(record)],
         }).data)
 
 

@@ -39,10 +39,23 @@ class EventSerializer(serializers.Serializer[object]):
     last_at = serializers.CharField()
 
 
+class AccessEntrySerializer(serializers.Serializer[object]):
+    name = serializers.ChoiceField(choices=["ray_dashboard", "tensorboard", "shell"])
+    title = serializers.CharField(help_text="what it opens, in the user's language")
+    kind = serializers.ChoiceField(choices=["link", "command"],
+                                   help_text="link: an http(s) URL; command: a shell command")
+    value = serializers.CharField()
+    configured = serializers.BooleanField(
+        help_text="from the cluster's template; false: the kubectl default")
+
+
 class PodsSerializer(serializers.Serializer[object]):
     fetched_at = serializers.DateTimeField()
     error = serializers.CharField(help_text="why the cluster could not be read; empty when read")
     pods = PodSerializer(many=True)
+    access = AccessEntrySerializer(
+        many=True, help_text="the ways into the head pod: the cluster's access links filled "
+                             "in, else kubectl commands; empty without a Head Task")
 
 
 class EventsSerializer(serializers.Serializer[object]):

@@ -20,7 +20,6 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
-import yaml
 from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
@@ -31,6 +30,7 @@ from clusters.k8s import BadRequest, KubeError, NotFound, read_pod_log
 from jobs.models import EventKind, JobState, RunRecord
 from jobs.notify.services import emit
 from jobs.observe import conf
+from jobs.observe.access import access_values
 from jobs.observe.capture import run_state
 from jobs.observe.live import record_credentials
 from jobs.observe.models import SignalState, SignalWatch
@@ -51,10 +51,8 @@ logger = logging.getLogger(__name__)
 
 def head_pod_name(record: RunRecord) -> str:
     """The first pod of the manifest's Head Task (`<job>-<task>-0`), "" when none."""
-    manifest = yaml.safe_load(record.manifest_yaml) or {}
-    tasks = (manifest.get("spec") or {}).get("tasks") or []
-    head = next((t for t in tasks if isinstance(t, dict) and t.get("head")), None)
-    return f"{record.job_name}-{head['name']}-0" if head else ""
+    values = access_values(record)
+    return values.pod if values is not None else ""
 
 
 def _running_since(record: RunRecord, now: datetime) -> datetime:

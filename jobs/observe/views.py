@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from collections import Counter
 from typing import Any
 
@@ -10,14 +9,13 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.dateparse import parse_datetime
-from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 from rest_framework.exceptions import ValidationError
 
 from jobs.observe import conf, live
+from jobs.observe.access import access_entries
 from jobs.observe.api import log_options
 from jobs.observe.selectors import attempt_rows, run_record_for_job
-from jobs.observe.signals import head_pod_name
 from jobs.observe.states import LIVE_STATES
 from jobs.records import selectors as record_selectors
 from rlark_site.foundation.exceptions import ApplicationError
@@ -39,23 +37,10 @@ def job_live(request: HttpRequest, name: str) -> HttpResponse:
                "started": parse_datetime(pod.started_at or "")}
         tasks.setdefault(pod.labels.get("rlinf.io/task", ""), []).append(row)
     phases = Counter(pod.phase for pod in snapshot.pods)
-    head = head_pod_name(record)
     context = {"job": record.job, "snapshot": snapshot, "tasks": sorted(tasks.items()),
                "phases": sorted(phases.items()), "refresh": _refresh_seconds(),
-               "active": record.job.state in LIVE_STATES,
-               "access": access_commands(record.namespace, head) if head else []}
+               "active": record.job.state in LIVE_STATES, "access": access_entries(record)}
     return render(request, "jobs/observe/_live.html", context)
-
-
-def access_commands(namespace: str, pod: str) -> list[tuple[str, str]]:
-    """The default ways in when the cluster sets no access links: port-forwards to the head
-    pod's Ray dashboard (8265) and TensorBoard (6006), and a shell in its main container."""
-    target = f"-n {shlex.quote(namespace)} {{}} {shlex.quote(pod)}"
-    return [
-        (_("Ray dashboard"), "kubectl " + target.format("port-forward") + " 8265:8265"),
-        (_("TensorBoard"), "kubectl " + target.format("port-forward") + " 6006:6006"),
-        (_("Shell in the head pod"), "kubectl " + target.format("exec -it") + " -c main -- bash"),
-    ]
 
 
 def _marked(text: str, query: str) -> list[tuple[int, str, bool]]:
