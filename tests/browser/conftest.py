@@ -11,12 +11,13 @@ checks that a page really got them.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Page
+from playwright.sync_api import Page, expect
 
 from tests.conftest import PASSWORD
 
@@ -35,6 +36,15 @@ CHROMIUM_ARGS = [
     "--disable-quic",
 ]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+@pytest.fixture(autouse=True)
+def patient_expectations() -> Iterator[None]:
+    """A check waits up to 20 s (Playwright's default is 5 s): a live answer is debounced and
+    then judged by the engine, which takes seconds on a loaded shared machine."""
+    expect.set_options(timeout=20_000)
+    yield
+    expect.set_options(timeout=5_000)
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,6 @@ before its first save and clear as the form is corrected. Screenshots go to test
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -27,14 +26,6 @@ ZH = {
     "header.missing": "请选择 Header 角色。",
     "env.name.reserved": "RLINF_NODE_RANK 由 RLark 的启动脚本设置；请换一个名称。",
 }
-
-
-@pytest.fixture(autouse=True)
-def patient_expectations() -> Iterator[None]:
-    """Each check waits for a live answer; on a loaded machine one can take seconds."""
-    expect.set_options(timeout=20_000)
-    yield
-    expect.set_options(timeout=5_000)
 
 
 @pytest.fixture
