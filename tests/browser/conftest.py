@@ -11,8 +11,8 @@ checks that a page really got them.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
