@@ -21,6 +21,7 @@ from clusters.matching import match_many
 from clusters.models import Cluster, ClusterJob, NetworkDomain, StorageClass
 from clusters.verifications.selectors import verification_views
 from jobs.core.findings import check, has_errors
+from jobs.core.parameters import record_content
 from jobs.core.spec import (
     CheckContext,
     ClusterFacts,
@@ -28,6 +29,7 @@ from jobs.core.spec import (
     JobSpec,
     LaunchListImages,
     Mount,
+    ParametersView,
     ResourcePair,
     RoleSpec,
     SelectorMatch,
@@ -44,6 +46,8 @@ __all__ = [
     "evaluate",
     "name_findings",
     "name_is_taken",
+    "parameters_view",
+    "record_content_of",
     "role_spec",
     "spec_from_job",
 ]
@@ -313,7 +317,7 @@ def check_context_for(
         taken_names=frozenset({spec.name}) if taken else frozenset(),
         unknown_ssh_key_names=unknown,
         launch_list_images=_launch_list_images(spec),
-        **_record_links(spec),
+        **_record_links(spec, team),
     )
 
 
@@ -333,20 +337,46 @@ def _launch_list_images(spec: JobSpec) -> LaunchListImages | None:
     )
 
 
-def _record_links(spec: JobSpec) -> dict[str, int | None]:
-    """How the job's launch list and deployment parameters reference each other (one query)."""
+def record_content_of(parameters: DeploymentParameters) -> dict[str, Any]:
+    """The record's confirmable content (`jobs.core.parameters.record_content`), one query."""
+    return record_content(
+        roles=parameters.roles, network_domain=parameters.network_domain,
+        storage_notes=parameters.storage_notes, network_notes=parameters.network_notes,
+        verifications=parameters.verifications.values_list("pk", "state"),
+    )
+
+
+def parameters_view(parameters: DeploymentParameters) -> ParametersView:
+    """The record as the findings engine sees it."""
+    content = record_content_of(parameters)
+    return ParametersView(
+        id=parameters.pk, title=parameters.title, state=parameters.confirmation_state,
+        roles=tuple(parameters.roles if isinstance(parameters.roles, list) else ()),
+        network_domain=parameters.network_domain,
+        verification_ids=frozenset(pk for pk, _state in content["verifications"]),
+        content=content, confirmed=dict(parameters.confirmed_content or {}),
+        decision_note=parameters.confirmation_note,
+        stale_reasons=tuple(parameters.confirmation_stale_reasons or ()),
+    )
+
+
+def _record_links(spec: JobSpec, team: Team) -> dict[str, Any]:
+    """How the job's launch list and deployment parameters reference each other, and the
+    parameters themselves (two queries)."""
     ids = [i for i in (spec.launch_list_id, spec.deployment_parameters_id) if isinstance(i, int)]
     if not ids:
         return {}
     rows = DeploymentParameters.objects.filter(
         Q(pk=spec.deployment_parameters_id) | Q(launch_list_id=spec.launch_list_id)
-    ).values_list("pk", "launch_list_id")
-    links: dict[str, int | None] = {}
-    for pk, launch_list_id in rows:
-        if pk == spec.deployment_parameters_id:
-            links["parameters_launch_list_id"] = launch_list_id
-        if launch_list_id is not None and launch_list_id == spec.launch_list_id:
-            links["launch_list_parameters_id"] = pk
+    )
+    links: dict[str, Any] = {}
+    for row in rows:
+        if row.pk == spec.deployment_parameters_id:
+            links["parameters_launch_list_id"] = row.launch_list_id
+            if row.team_id == team.pk:
+                links["parameters"] = parameters_view(row)
+        if row.launch_list_id is not None and row.launch_list_id == spec.launch_list_id:
+            links["launch_list_parameters_id"] = row.pk
     return links
 
 

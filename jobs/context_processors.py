@@ -6,13 +6,16 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from jobs.records.selectors import pending_admin_requests
+from jobs.records.selectors import pending_admin_counts
 from rlark_site.foundation.tenancy.access import is_platform_admin
 
 
 def pending_requests(request: HttpRequest) -> dict[str, Any]:
     """`pending_requests`: pending verifications and deployment-parameter confirmations, for
-    platform admins only (shown beside the queue in the navigation)."""
+    platform admins only (shown beside the queue in the navigation); each count apart for the
+    queue's tabs."""
     if not request.user.is_authenticated or not is_platform_admin(request.user):
         return {}
-    return {"pending_requests": pending_admin_requests()}
+    verifications, confirmations = pending_admin_counts()
+    return {"pending_requests": verifications + confirmations,
+            "pending_verifications": verifications, "pending_confirmations": confirmations}

@@ -76,11 +76,23 @@ class LaunchList(models.Model):
         return self.title
 
 
+class ConfirmationState(models.TextChoices):
+    PENDING = "pending", _("pending")
+    CONFIRMED = "confirmed", _("confirmed")
+    REJECTED = "rejected", _("rejected")
+    STALE = "stale", _("stale")
+
+
 @audited()
 class DeploymentParameters(models.Model):
     """部署参数: per-role placement, resources, storage and network constraints, as confirmed.
 
     `launch_list` links the two records both ways (`launch_list.deployment_parameters`).
+
+    Confirmation (`jobs.records.confirmation`): ``pending`` -> ``confirmed`` | ``rejected`` by a
+    platform admin; ``confirmed`` -> ``stale`` when the record changes (stored) or the job it
+    was confirmed for changes (computed by the findings engine from `confirmed_content`).
+    A member requests confirmation again (-> ``pending``) after a rejection or staleness.
     """
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="deployment_parameters")
@@ -100,10 +112,41 @@ class DeploymentParameters(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # -- the admin's confirmation -----------------------------------------------------------
+    confirmation_state = models.CharField(
+        max_length=16, choices=ConfirmationState.choices, default=ConfirmationState.PENDING
+    )
+    # The job the confirmation is asked for and covers (its deployment fields are compared).
+    confirmation_job = models.ForeignKey(
+        "Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    confirmation_requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+        related_name="+",
+    )
+    confirmation_requested_at = models.DateTimeField(null=True, blank=True)
+    confirmation_request_note = models.TextField(blank=True, default="")
+    confirmation_decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+        related_name="+",
+    )
+    confirmation_decided_at = models.DateTimeField(null=True, blank=True)
+    confirmation_note = models.TextField(blank=True, default="")
+    # What was confirmed: {"record": ..., "job": ... | null, "job_name": ...}
+    # (`jobs.core.parameters.record_content` / `job_content`), and its sha256.
+    confirmed_content = models.JSONField(default=dict, blank=True)
+    confirmed_fingerprint = models.CharField(max_length=64, blank=True, default="")
+    confirmation_stale_at = models.DateTimeField(null=True, blank=True)
+    # [{"part", "role", "field"}]: what changed, when the record itself made it stale
+    confirmation_stale_reasons = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-updated_at", "-id"]
         verbose_name_plural = "deployment parameters"
+        indexes = [
+            models.Index(fields=["confirmation_state", "confirmation_requested_at"],
+                         name="parameters_confirmation"),
+        ]
 
     def __str__(self) -> str:
         return self.title

@@ -10,6 +10,8 @@ from django.db import connection
 from django.utils import timezone
 
 from clusters.models import Cluster, ClusterState, Node, StorageClass
+from jobs.records.confirmation import confirmation_confirm, confirmation_request
+from jobs.records.services import deployment_parameters_fill_from_job
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO_FLEET = REPO / "deploy" / "fleets" / "demo.yaml"
@@ -87,3 +89,18 @@ def bulk_fleet(clusters: int, nodes_per_cluster: int, *,
             })
             created.append(cluster)
     return created
+
+
+def confirmed_parameters(job: Any, *, admin: Any, user: Any | None = None) -> Any:
+    """Make the job's deployment parameters describe it ("Fill from job") and have `admin`
+    confirm them for it, through the real services (the gate stays as strict as ever).
+
+    The job must link a deployment-parameters record already; returns it, confirmed.
+    """
+    actor = user if user is not None else job.created_by
+    parameters = deployment_parameters_fill_from_job(
+        parameters=job.deployment_parameters, job=job, user=actor
+    )
+    if parameters.confirmation_state != "pending" or parameters.confirmation_job_id != job.pk:
+        parameters = confirmation_request(parameters=parameters, user=actor, job=job)
+    return confirmation_confirm(parameters_id=parameters.pk, admin=admin, note="checked")

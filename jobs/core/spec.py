@@ -8,6 +8,7 @@ may be the string ``"eight"``) so that bad input is reported, never lost.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field as dc_field
 from typing import Any
@@ -31,6 +32,7 @@ __all__ = [
     "LaunchListImages",
     "MatchedNode",
     "Mount",
+    "ParametersView",
     "ResourcePair",
     "RoleSpec",
     "SelectorMatch",
@@ -142,6 +144,22 @@ class LaunchListImages:
 
 
 @dataclass(frozen=True)
+class ParametersView:
+    """One deployment-parameters record, frozen for a check."""
+
+    id: int
+    title: str
+    state: str  # pending | confirmed | rejected | stale
+    roles: tuple[Any, ...]  # as stored: [{"role", "cluster", "selector", ...}]
+    network_domain: str = ""
+    verification_ids: frozenset[int] = frozenset()
+    content: Mapping[str, Any] = dc_field(default_factory=dict)  # `record_content` today
+    confirmed: Mapping[str, Any] = dc_field(default_factory=dict)  # stored at confirmation
+    decision_note: str = ""
+    stale_reasons: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
 class CheckContext:
     """Everything outside the draft the rules need, loaded once per check."""
 
@@ -163,6 +181,8 @@ class CheckContext:
     launch_list_parameters_id: int | None = None
     # The images the job's launch list records; None when no launch list is linked (or known).
     launch_list_images: LaunchListImages | None = None
+    # The job's deployment parameters (None when none is linked or found).
+    parameters: ParametersView | None = None
 
     def match_for(self, selector: dict[str, str]) -> SelectorMatch:
         return self.matches.get(selector_key(selector), SelectorMatch(nodes=()))

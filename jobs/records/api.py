@@ -11,17 +11,20 @@ from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from pghistory.models import Events
 from rest_framework import generics, status
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from jobs.drafts.selectors import job_get_for_user, team_for_user
 from jobs.models import DeploymentParameters, JobState, LaunchList, RunRecord
-from jobs.records import selectors, services
+from jobs.records import confirmation, selectors, services
 from jobs.records.checklist import ANSWERS, CHECKLIST
 from jobs.records.serializers import (
     AuditEventSerializer,
     CloneSerializer,
+    ConfirmationRequestInSerializer,
+    ConfirmInSerializer,
     DeploymentParametersInSerializer,
     DeploymentParametersSerializer,
     FillFromJobSerializer,
@@ -30,12 +33,14 @@ from jobs.records.serializers import (
     FirstRunCheckStateSerializer,
     LaunchListInSerializer,
     LaunchListSerializer,
+    RejectInSerializer,
     RunRecordChainSerializer,
     RunRecordSummarySerializer,
     SubmitAcceptedSerializer,
 )
 from jobs.records.submission import job_submit
 from rlark_site.foundation.exceptions import ApplicationError, validated
+from rlark_site.foundation.tenancy.access import IsPlatformAdmin
 
 _NOT_FOUND = OpenApiResponse(description="missing, or another team's")
 _TEAM_PARAM = OpenApiParameter("team", str, description="team slug (default: all your teams)")
@@ -141,6 +146,84 @@ class FillFromJobView(APIView):
             parameters=parameters, job=job, user=request.user
         )
         return Response(DeploymentParametersSerializer(updated).data)
+
+
+class ParametersConfirmationRequestView(APIView):
+    @extend_schema(request=ConfirmationRequestInSerializer,
+                   responses={200: DeploymentParametersSerializer, 404: _NOT_FOUND,
+                              409: OpenApiResponse(description="confirmed and unchanged")})
+    def post(self, request: Request, pk: int) -> Response:
+        parameters = selectors.deployment_parameters_get_for_user(request.user, pk)
+        data = validated(ConfirmationRequestInSerializer(data=request.data))
+        job = job_get_for_user(request.user, data["job"]) if data["job"] else None
+        updated = confirmation.confirmation_request(
+            parameters=parameters, user=request.user, job=job, note=data["note"]
+        )
+        return Response(DeploymentParametersSerializer(updated).data)
+
+
+_ADMIN_DECISION = {
+    200: DeploymentParametersSerializer,
+    403: OpenApiResponse(description="not a platform admin"),
+    404: OpenApiResponse(description="missing"),
+    409: OpenApiResponse(description="not pending (decided already), or changed since reviewed"),
+}
+
+
+class ParametersConfirmView(APIView):
+    permission_classes = [IsAuthenticated, IsPlatformAdmin]
+
+    @extend_schema(request=ConfirmInSerializer, responses=_ADMIN_DECISION)
+    def post(self, request: Request, pk: int) -> Response:
+        parameters = selectors.parameters_for_decision(request.user, pk)
+        data = validated(ConfirmInSerializer(data=request.data))
+        decided = confirmation.confirmation_confirm(
+            parameters_id=parameters.pk, admin=request.user, note=data["note"],
+            expected_fingerprint=data["fingerprint"],
+        )
+        return Response(DeploymentParametersSerializer(decided).data)
+
+
+class ParametersRejectView(APIView):
+    permission_classes = [IsAuthenticated, IsPlatformAdmin]
+
+    @extend_schema(request=RejectInSerializer, responses=_ADMIN_DECISION)
+    def post(self, request: Request, pk: int) -> Response:
+        parameters = selectors.parameters_for_decision(request.user, pk)
+        data = validated(RejectInSerializer(data=request.data))
+        decided = confirmation.confirmation_reject(
+            parameters_id=parameters.pk, admin=request.user, note=data["note"]
+        )
+        return Response(DeploymentParametersSerializer(decided).data)
+
+
+class ParametersQueueView(generics.ListAPIView):
+    """Platform admins: deployment parameters waiting for (or past) a confirmation."""
+
+    serializer_class = DeploymentParametersSerializer
+    permission_classes = [IsAuthenticated, IsPlatformAdmin]
+
+    def get_queryset(self) -> QuerySet[DeploymentParameters]:
+        params = self.request.query_params
+        state = params.get("state", "pending")
+        if state not in selectors.QUEUE_STATES:
+            raise ApplicationError(
+                _("Unknown state %(state)s; use one of: %(states)s.")
+                % {"state": state[:20], "states": ", ".join(selectors.QUEUE_STATES)},
+                extra={"field": "state"},
+            )
+        return selectors.parameters_confirmation_queue(
+            self.request.user, state=state, team=params.get("team", "")
+        )
+
+    @extend_schema(parameters=[
+        OpenApiParameter("state", str, enum=list(selectors.QUEUE_STATES),
+                         description="confirmation state (default pending)"),
+        OpenApiParameter("team", str, description="team slug"),
+    ], responses={200: DeploymentParametersSerializer(many=True),
+                  403: OpenApiResponse(description="not a platform admin")})
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
 
 
 # --- lifecycle --------------------------------------------------------------------------------

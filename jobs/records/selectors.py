@@ -11,12 +11,13 @@ from typing import Any
 
 from django.apps import apps
 from django.contrib.auth import get_user_model
-from django.db.models import Prefetch, QuerySet
+from django.db.models import F, Prefetch, QuerySet
 from django.utils.translation import gettext as _
 from pghistory.models import Events
 
 from clusters.models import Verification, VerificationState
 from jobs.models import (
+    ConfirmationState,
     DeploymentParameters,
     FirstRunCheck,
     Job,
@@ -31,6 +32,7 @@ from rlark_site.foundation.exceptions import NotFoundError
 from rlark_site.foundation.tenancy.access import (
     access_team_object,
     is_platform_admin,
+    require_platform_admin,
     scope_to_member_teams,
     teams_for_user,
 )
@@ -49,6 +51,9 @@ __all__ = [
     "launch_lists_for_user",
     "manifest_diff",
     "other_run_record_for_diff",
+    "parameters_confirmation_queue",
+    "parameters_for_decision",
+    "pending_admin_counts",
     "pending_admin_requests",
     "run_diff",
     "run_record_chain",
@@ -63,9 +68,48 @@ AUDIT_EVENTS_IN_CHAIN = 1000
 # --- launch lists and deployment parameters ---------------------------------------------------
 
 
+def pending_admin_counts() -> tuple[int, int]:
+    """(pending verifications, pending deployment-parameter confirmations)."""
+    return (
+        Verification.objects.filter(state=VerificationState.PENDING).count(),
+        DeploymentParameters.objects.filter(confirmation_state=ConfirmationState.PENDING)
+        .count(),
+    )
+
+
 def pending_admin_requests() -> int:
-    """How many requests wait for a platform admin's decision (the navigation's count)."""
-    return Verification.objects.filter(state=VerificationState.PENDING).count()
+    """How many requests wait for a platform admin's decision (the navigation's count):
+    pending verifications and pending deployment-parameter confirmations."""
+    return sum(pending_admin_counts())
+
+
+_CONFIRMATION_RELATED = (
+    "confirmation_job", "confirmation_requested_by", "confirmation_decided_by",
+)
+QUEUE_STATES = ("pending", "confirmed", "rejected", "stale", "all")
+
+
+def parameters_confirmation_queue(user: Any, *, state: str = "pending",
+                                  team: str = "") -> QuerySet[DeploymentParameters]:
+    """Platform admins: deployment parameters by confirmation state, oldest request first."""
+    require_platform_admin(user)
+    records = DeploymentParameters.objects.select_related(
+        "team", "created_by", "launch_list", *_CONFIRMATION_RELATED
+    ).prefetch_related("jobs", "verifications__cluster")
+    if state != "all":
+        records = records.filter(confirmation_state=state)
+    if team:
+        records = records.filter(team__slug=team)
+    return records.order_by(F("confirmation_requested_at").asc(nulls_last=True), "id")
+
+
+def parameters_for_decision(user: Any, pk: int) -> DeploymentParameters:
+    """One record for a platform admin to decide on (any team); 404 when missing."""
+    require_platform_admin(user)
+    found = parameters_confirmation_queue(user, state="all").filter(pk=pk).first()
+    if found is None:
+        raise NotFoundError(_("Deployment parameters not found."))
+    return found
 
 
 def launch_lists_for_user(user: Any, *, team: Team | None = None) -> QuerySet[LaunchList]:
@@ -87,7 +131,9 @@ def launch_list_get_for_user(user: Any, pk: int) -> LaunchList:
 def deployment_parameters_for_user(user: Any, *,
                                    team: Team | None = None) -> QuerySet[DeploymentParameters]:
     records = scope_to_member_teams(
-        DeploymentParameters.objects.select_related("team", "created_by", "launch_list"), user
+        DeploymentParameters.objects.select_related(
+            "team", "created_by", "launch_list", *_CONFIRMATION_RELATED
+        ), user
     )
     if team is not None:
         records = records.filter(team=team)
@@ -108,8 +154,9 @@ def verifications_for_team(team: Team) -> QuerySet[Verification]:
 
 def deployment_parameters_get_for_user(user: Any, pk: int) -> DeploymentParameters:
     return access_team_object(
-        DeploymentParameters.objects.select_related("team", "created_by", "launch_list")
-        .prefetch_related("verifications__cluster"),
+        DeploymentParameters.objects.select_related(
+            "team", "created_by", "launch_list", *_CONFIRMATION_RELATED
+        ).prefetch_related("verifications__cluster"),
         user, pk=pk,
     )
 

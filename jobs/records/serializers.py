@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from django.utils.translation import gettext_lazy as _
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from jobs.core.findings.base import NAME_MAX, ROLE_NAME
 from jobs.core.images import IMAGE_PLACEHOLDER, is_pinned_reference
-from jobs.models import DeploymentParameters, LaunchList
+from jobs.models import ConfirmationState, DeploymentParameters, LaunchList
 from jobs.observe.patterns import PATTERN_MAX, pattern_problem
+from jobs.records.confirmation import confirmation_status
 from rlark_site.foundation.limits import (
     MAX_CHECKLIST_ANSWERS,
     MAX_DEVICE_KINDS,
@@ -169,18 +171,86 @@ class DeploymentParametersInSerializer(serializers.Serializer):
                                           max_length=MAX_REFERENCES)
 
 
+class ConfirmationChangeSerializer(serializers.Serializer):
+    part = serializers.ChoiceField(choices=["record", "job"])
+    role = serializers.CharField(allow_null=True)
+    field = serializers.CharField(help_text=_("the changed field, or added / removed"))
+
+
+class ConfirmationSerializer(serializers.Serializer):
+    """Where the admin's confirmation stands (docs/records.md)."""
+
+    state = serializers.ChoiceField(choices=ConfirmationState.choices,
+                                    help_text=_("effective: stale when anything confirmed changed"))
+    stored_state = serializers.ChoiceField(choices=ConfirmationState.choices)
+    job = serializers.CharField(allow_null=True, help_text=_("the job it is asked for"))
+    changes = ConfirmationChangeSerializer(many=True)
+    reasons = serializers.ListField(child=serializers.CharField())
+    fingerprint = serializers.CharField(help_text=_("of what a confirmation now would cover"))
+    requested_by = serializers.CharField(allow_null=True)
+    requested_at = serializers.DateTimeField(allow_null=True)
+    request_note = serializers.CharField()
+    decided_by = serializers.CharField(allow_null=True)
+    decided_at = serializers.DateTimeField(allow_null=True)
+    note = serializers.CharField()
+    stale_at = serializers.DateTimeField(allow_null=True)
+
+
+def confirmation_body(parameters: DeploymentParameters) -> dict[str, Any]:
+    status = confirmation_status(parameters)
+    requested_by = parameters.confirmation_requested_by
+    decided_by = parameters.confirmation_decided_by
+    return {
+        **status.as_dict(),
+        "requested_by": requested_by.get_username() if requested_by is not None else None,
+        "requested_at": parameters.confirmation_requested_at,
+        "request_note": parameters.confirmation_request_note,
+        "decided_by": decided_by.get_username() if decided_by is not None else None,
+        "decided_at": parameters.confirmation_decided_at,
+        "note": parameters.confirmation_note,
+        "stale_at": parameters.confirmation_stale_at,
+    }
+
+
 class DeploymentParametersSerializer(serializers.ModelSerializer):
     team: Any = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     created_by: Any = serializers.SlugRelatedField(slug_field="username", read_only=True)
     verifications: Any = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
     jobs: Any = serializers.SlugRelatedField(slug_field="name", many=True, read_only=True)
+    confirmation = serializers.SerializerMethodField()
 
     class Meta:
         model = DeploymentParameters
         fields = [
             "id", "team", "title", "launch_list", "roles", "network_domain", "storage_notes",
             "network_notes", "verifications", "jobs", "created_by", "created_at", "updated_at",
+            "confirmation",
         ]
+
+    @extend_schema_field(ConfirmationSerializer)
+    def get_confirmation(self, obj: DeploymentParameters) -> dict[str, Any]:
+        return ConfirmationSerializer(confirmation_body(obj)).data
+
+
+class ConfirmationRequestInSerializer(serializers.Serializer):
+    job = serializers.CharField(max_length=255, required=False, allow_blank=True, default="",
+                                help_text=_("the job it is for (default: the newest job "
+                                            "using these parameters)"))
+    note = serializers.CharField(max_length=MAX_TEXT, allow_blank=True, required=False,
+                                 default="")
+
+
+class ConfirmInSerializer(serializers.Serializer):
+    note = serializers.CharField(max_length=MAX_TEXT, allow_blank=True, required=False,
+                                 default="")
+    fingerprint = serializers.CharField(
+        max_length=64, allow_blank=True, required=False, default="",
+        help_text=_("confirmation.fingerprint as you reviewed it: 409 when it changed since"))
+
+
+class RejectInSerializer(serializers.Serializer):
+    note = serializers.CharField(max_length=MAX_TEXT, allow_blank=True,
+                                 help_text=_("why (required)"))
 
 
 class FillFromJobSerializer(serializers.Serializer):

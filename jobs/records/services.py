@@ -18,6 +18,8 @@ from django.utils.translation import gettext as _
 from clusters.credentials import CredentialError, credentials_for
 from clusters.k8s import KubeError, NotFound, delete_job
 from clusters.models import Cluster, Verification, VerificationState
+from jobs.context import spec_from_job
+from jobs.core.parameters import record_roles_from_spec
 from jobs.drafts.services import job_create, not_found
 from jobs.models import (
     DeploymentParameters,
@@ -32,6 +34,7 @@ from jobs.models import (
 from jobs.observe.capture import capture_before_cancel
 from jobs.records import conf
 from jobs.records.checklist import ANSWERS, checklist_codes
+from jobs.records.confirmation import mark_stale_if_changed
 from jobs.records.lifecycle import CANCELLABLE_STATES, move
 from rlark_site.foundation.exceptions import ApplicationError
 from rlark_site.foundation.tenancy.models import Team
@@ -177,7 +180,10 @@ def _apply_parameters(parameters: DeploymentParameters, fields: Mapping[str, Any
 def deployment_parameters_create(*, team: Team, user: Any,
                                  fields: Mapping[str, Any]) -> DeploymentParameters:
     """New deployment parameters; `launch_list` (an id) and `verifications` (ids) link them."""
-    parameters = DeploymentParameters(team=team, created_by=user)
+    parameters = DeploymentParameters(
+        team=team, created_by=user, confirmation_requested_by=user,
+        confirmation_requested_at=timezone.now(),
+    )
     _apply_parameters(parameters, fields)
     with _context(user, team):
         parameters.save()
@@ -199,29 +205,15 @@ def deployment_parameters_update(*, parameters: DeploymentParameters, user: Any,
         locked.save()
         if "verifications" in fields:
             locked.verifications.set(_team_verifications(locked.team, fields["verifications"]))
+        mark_stale_if_changed(locked)
     return locked
-
-
-def _role_constraints(role: Role) -> dict[str, Any]:
-    pairs = [p for p in role.selector or [] if isinstance(p, (list, tuple)) and len(p) == 2]
-    devices = [p for p in role.devices or [] if isinstance(p, (list, tuple)) and len(p) == 2]
-    return {
-        "role": role.name,
-        "cluster": role.cluster,
-        "selector": {str(k): str(v) for k, v in pairs},
-        "gpus": role.gpus,
-        "devices": {str(k): v for k, v in devices},
-        "cpu": role.cpu or {},
-        "memory": role.memory or {},
-        "mounts": list(role.mounts or []),
-    }
 
 
 def _confirming_verifications(team: Team, roles: list[dict[str, Any]]) -> list[Verification]:
     """The newest approved verification of each role's exact (cluster, selector)."""
     found: dict[int, Verification] = {}
     for role in roles:
-        if not role["cluster"] or not role["selector"]:
+        if not isinstance(role["cluster"], str) or not role["cluster"] or not role["selector"]:
             continue
         verification = (
             Verification.objects.filter(
@@ -241,20 +233,23 @@ def deployment_parameters_fill_from_job(*, parameters: DeploymentParameters, job
                                         user: Any) -> DeploymentParameters:
     """Copy a draft's per-role placement and resources, and the verifications confirming them.
 
-    Replaces `roles` and `network_domain`; approved verifications of the roles' exact
-    (cluster, selector) combinations are added to those already referenced.
+    Replaces `roles` and `network_domain` with exactly what the job has
+    (`jobs.core.parameters.record_roles_from_spec`, so the record has no mismatch with the
+    job); approved verifications of the roles' exact (cluster, selector) combinations are
+    added to those already referenced. A confirmation whose record changed becomes stale.
     """
     if job.team_id != parameters.team_id:
         raise not_found(_("Job"), job.name, field="job")
     locked = DeploymentParameters.objects.select_for_update().select_related("team").get(
         pk=parameters.pk
     )
-    roles = [_role_constraints(role) for role in job.roles.order_by("position")]
+    roles = record_roles_from_spec(spec_from_job(job))
     locked.roles = roles
     locked.network_domain = job.network_domain
     with _context(user, locked.team):
         locked.save(update_fields=["roles", "network_domain", "updated_at"])
         locked.verifications.add(*_confirming_verifications(locked.team, roles))
+        mark_stale_if_changed(locked)
     return locked
 
 

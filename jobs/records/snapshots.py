@@ -47,6 +47,19 @@ def deployment_parameters_snapshot(parameters: DeploymentParameters | None) -> d
         "verifications": sorted(parameters.verifications.values_list("pk", flat=True)),
         "created_by": parameters.created_by.username,
         "updated_at": _when(parameters.updated_at),
+        "confirmation": _confirmation(parameters),
+    }
+
+
+def _confirmation(parameters: DeploymentParameters) -> dict[str, Any]:
+    """Who confirmed the parameters, when, and the fingerprint of what they confirmed."""
+    decided_by = parameters.confirmation_decided_by
+    return {
+        "state": parameters.confirmation_state,
+        "decided_by": decided_by.username if decided_by is not None else None,
+        "decided_at": _when(parameters.confirmation_decided_at),
+        "note": parameters.confirmation_note,
+        "fingerprint": parameters.confirmed_fingerprint,
     }
 
 

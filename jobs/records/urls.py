@@ -1,6 +1,6 @@
 from django.urls import URLPattern, URLResolver, path
 
-from jobs.records import views
+from jobs.records import queue_views, views
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("launch-lists/", views.launch_lists, name="launch-lists"),
@@ -13,6 +13,12 @@ urlpatterns: list[URLPattern | URLResolver] = [
          name="deployment-parameters-edit"),
     path("deployment-parameters/<int:pk>/fill/", views.deployment_parameters_fill,
          name="deployment-parameters-fill"),
+    path("deployment-parameters/<int:pk>/request-confirmation/",
+         views.deployment_parameters_request_confirmation,
+         name="deployment-parameters-request-confirmation"),
+    path("deployment-parameters/queue/", queue_views.parameters_queue, name="parameters-queue"),
+    path("deployment-parameters/queue/<int:pk>/decide/", queue_views.parameters_queue_decide,
+         name="parameters-queue-decide"),
     path("job/<str:name>/", views.job_detail, name="job-detail"),
     path("job/<str:name>/cancel/", views.job_cancel, name="job-cancel"),
     path("job/<str:name>/first-run-check/", views.first_run_check, name="first-run-check"),

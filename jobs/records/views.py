@@ -20,7 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from jobs.drafts.selectors import job_get_for_user, job_list_for_user
 from jobs.models import Job, JobState, RunRecord
 from jobs.observe.signals import first_run_initial, signal_rows
-from jobs.records import selectors, services
+from jobs.records import confirmation, selectors, services
 from jobs.records.audit_view import audit_by_object
 from jobs.records.checklist import ANSWERS, CHECKLIST
 from jobs.records.forms import (
@@ -181,6 +181,7 @@ def deployment_parameters_edit(request: HttpRequest, pk: int) -> HttpResponse:
         "team": record.team, "form": form, "record": record,
         "fill_form": FillFromJobForm(jobs=_job_drafts(request, record.team)),
         "jobs": record.jobs.order_by("name"),
+        "status": confirmation.confirmation_status(record),
     }
     return render(request, "jobs/records/deployment_parameters_form.html", context)
 
@@ -196,6 +197,24 @@ def deployment_parameters_fill(request: HttpRequest, pk: int) -> HttpResponse:
         messages.success(request, _("Filled from job %(name)s.") % {"name": job.name})
     else:
         messages.error(request, _("Choose one of your team's jobs."))
+    return redirect("jobs:deployment-parameters-edit", pk=record.pk)
+
+
+@login_required
+@require_POST
+def deployment_parameters_request_confirmation(request: HttpRequest, pk: int) -> HttpResponse:
+    """Ask a platform admin to confirm the record for the chosen job (default: newest)."""
+    record = selectors.deployment_parameters_get_for_user(request.user, pk)
+    name = request.POST.get("job", "")
+    try:
+        job = job_get_for_user(request.user, name) if name else None
+        confirmation.confirmation_request(parameters=record, user=request.user, job=job,
+                                          note=request.POST.get("note", "")[:2000])
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, _("Confirmation requested. A platform admin will review "
+                                    "these deployment parameters."))
     return redirect("jobs:deployment-parameters-edit", pk=record.pk)
 
 

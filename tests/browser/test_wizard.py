@@ -25,7 +25,7 @@ from jobs.models import DeploymentParameters, Job, JobState, LaunchList
 from rlark_site.foundation.tenancy.models import Team
 from tests.browser.conftest import login
 from tests.conftest import PASSWORD
-from tests.factories import load_fleet_rows
+from tests.factories import confirmed_parameters, load_fleet_rows
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -72,7 +72,8 @@ def world(team: Team, owner: Any, member: Any, admin_user: Any) -> dict[str, Any
     launch_list = LaunchList.objects.create(team=team, title="PPO math inputs", created_by=owner)
     parameters = DeploymentParameters.objects.create(
         team=team, title="PPO math placement", created_by=owner, launch_list=launch_list)
-    return {"member": member, "launch_list": launch_list, "parameters": parameters}
+    return {"member": member, "launch_list": launch_list, "parameters": parameters,
+            "admin": admin_user}
 
 
 class Journey:
@@ -231,13 +232,20 @@ def _resume_in_a_new_page(j: Journey, sha: str) -> None:
     expect(j.page.locator("#manifest-sha")).to_have_text(sha)
 
 
-def _fix_header_and_submit(j: Journey) -> None:
+def _fix_header_and_submit(j: Journey, world: dict[str, Any]) -> None:
     page = j.page
     j.go('#findings li:has(code:text-is("header.replicas")) a', "step-2/#f-roles-0-selector")
     j.choose_label("kubernetes.io/hostname", "a-head-01")
     j.count(0).to_have_text("1")
     expect(page.locator("#f-roles-0-selector-findings")).not_to_contain_text("header.replicas")
     j.go("#wizard-step-4", "/step-4/")
+    # The last blocker: deployment parameters a platform admin confirmed for this job (the
+    # queue side of it is test_parameters_confirmation.py's journey).
+    expect(page.locator("#findings")).to_contain_text("deployment_parameters.unconfirmed")
+    expect(page.locator("#wizard-submit")).to_be_disabled()
+    confirmed_parameters(Job.objects.get(name="ppo-math-7b"), admin=world["admin"],
+                         user=world["member"])
+    page.reload()
     expect(page.locator("#wizard-submit")).to_be_enabled()
     # Every role's approved verification is a ✓ in every language (states compared, not labels).
     for index in range(3):
@@ -270,7 +278,7 @@ def _run_journey(page: Page, live_server: Any, world: dict[str, Any], lang: str)
     sha = _step_4_blocked(journey)
     _back_and_forth(journey, sha)
     _resume_in_a_new_page(journey, sha)
-    _fix_header_and_submit(journey)
+    _fix_header_and_submit(journey, world)
     job = Job.objects.get(name="ppo-math-7b")
     assert job.state == JobState.QUEUED
     assert [r.name for r in job.roles.all()] == ["Actor", "Rollout", "Environment"]

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from jobs.core.parameters import job_content, record_content, record_roles_from_spec
 from jobs.core.spec import (
     CheckContext,
     ClusterFacts,
@@ -22,6 +23,7 @@ from jobs.core.spec import (
     LaunchListImages,
     MatchedNode,
     Mount,
+    ParametersView,
     ResourcePair,
     RoleSpec,
     SelectorMatch,
@@ -121,6 +123,24 @@ def approved(
     )
 
 
+def parameters_for(spec: JobSpec, verification_ids: Iterable[int] = (), *,
+                   state: str = "confirmed", record_id: int | None = None) -> ParametersView:
+    """Deployment parameters filled from `spec` ("Fill from job"), in `state`; confirmed ones
+    were confirmed for exactly this job."""
+    ids = sorted(set(verification_ids))
+    content = record_content(
+        roles=record_roles_from_spec(spec), network_domain=spec.network_domain,
+        storage_notes="", network_notes="", verifications=[(pk, "approved") for pk in ids],
+    )
+    confirmed = {"record": content, "job": job_content(spec)} if state != "pending" else {}
+    pk = record_id if record_id is not None else spec.deployment_parameters_id
+    return ParametersView(
+        id=pk if isinstance(pk, int) else 0, title="parameters", state=state,
+        roles=tuple(content["roles"]), network_domain=spec.network_domain,
+        verification_ids=frozenset(ids), content=content, confirmed=confirmed,
+    )
+
+
 def context_for(
     spec: JobSpec,
     fleet: Mapping[str, Any],
@@ -129,8 +149,12 @@ def context_for(
     confirmed_host_paths: Iterable[str] = (),
     network_domains: Mapping[str, frozenset[str]] | None = None,
     taken_names: Iterable[str] = (),
+    parameters: ParametersView | str | None = "confirmed",
 ) -> CheckContext:
-    """Matches for every role's selector and, with `verify`, an approved verification each."""
+    """Matches for every role's selector and, with `verify`, an approved verification each.
+
+    `parameters` is the job's deployment parameters: by default filled from `spec` and
+    confirmed (`parameters_for`), or a view given, or None for none found."""
     matches: dict[tuple[tuple[str, str], ...], SelectorMatch] = {}
     verifications: dict[tuple[str, tuple[tuple[str, str], ...]], VerificationView] = {}
     paths = tuple(confirmed_host_paths)
@@ -151,12 +175,17 @@ def context_for(
             verifications[(cluster, selector_key(selector))] = approved(
                 match, verification_id=index + 1, confirmed_host_paths=paths
             )
+    if isinstance(parameters, str):
+        ids = [view.id for view in verifications.values() if view.state == "approved"]
+        parameters = parameters_for(spec, ids, state=parameters) if isinstance(
+            getattr(spec, "roles", None), (list, tuple)) else None
     return CheckContext(
         clusters=cluster_facts(fleet),
         matches=matches,
         verifications=verifications,
         network_domains=dict(network_domains or {}),
         taken_names=frozenset(taken_names),
+        parameters=parameters,
     )
 
 

@@ -10,7 +10,7 @@ from clusters.verifications.services import verification_approve, verification_r
 from jobs.drafts.services import job_create
 from jobs.models import DeploymentParameters, Job, LaunchList, RunRecord
 from rlark_site.foundation.tenancy.models import Team
-from tests.factories import DEMO_FLEET, load_fleet_rows
+from tests.factories import DEMO_FLEET, confirmed_parameters, load_fleet_rows
 
 DIGEST = "sha256:" + "ab" * 32
 IMAGE = f"registry.example.com/rlinf/rlinf@{DIGEST}"
@@ -87,8 +87,11 @@ def submittable_job(
     admin: Any,
     name: str = "ppo-run",
     worker_selector: dict[str, str] = CPU_SELECTOR,
+    confirm: bool = True,
 ) -> Job:
-    """A two-role draft (Actor as Header on one node, Rollout on several) without errors."""
+    """A two-role draft (Actor as Header on one node, Rollout on several) without errors: its
+    deployment parameters are filled from it and confirmed by `admin` (with `confirm`; else
+    they are as created: empty and pending)."""
     approved(
         team=team, owner=owner, admin=admin, cluster="gpu-a", selector=HEAD_SELECTOR, header=True
     )
@@ -104,7 +107,7 @@ def submittable_job(
     parameters = DeploymentParameters.objects.create(
         team=team, title=f"{name} parameters", created_by=owner, launch_list=launch_list
     )
-    return job_create(
+    job = job_create(
         team=team,
         user=owner,
         data={
@@ -117,3 +120,6 @@ def submittable_job(
             "deployment_parameters": parameters.pk,
         },
     )
+    if confirm:
+        confirmed_parameters(job, admin=admin)
+    return job

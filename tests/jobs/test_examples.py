@@ -21,7 +21,7 @@ from jobs.drafts.selectors import job_get_for_user
 from jobs.drafts.services import job_create, ssh_key_create
 from jobs.models import DeploymentParameters, LaunchList
 from rlark_site.foundation.tenancy.models import Team
-from tests.factories import REPO, load_fleet_rows
+from tests.factories import REPO, confirmed_parameters, load_fleet_rows
 
 pytestmark = pytest.mark.django_db
 
@@ -94,7 +94,9 @@ def records(team: Team, user: Any, launch_list_id: int, parameters_id: int) -> d
     return {"launch_list": launch_list_id, "deployment_parameters": parameters_id}
 
 
-def render(user: Any, name: str) -> Manifest:
+def render(user: Any, name: str, admin: Any) -> Manifest:
+    job = job_get_for_user(user, name)
+    confirmed_parameters(job, admin=admin)
     evaluation = evaluate(job_get_for_user(user, name))
     errors = [f.as_dict() for f in evaluation.findings if f.severity == "error"]
     assert errors == []
@@ -121,7 +123,7 @@ def test_three_role_rl_example(fleet: None, team: Team, owner: Any, admin_user: 
         "run_script": "cd /workspace/rlinf && python -m rlinf.train --config ppo.yaml",
         "tensorboard_log_dir": "/mnt/ckpt/tb", **records(team, owner, 12, 7),
     })
-    manifest = render(owner, "ppo-math-7b")
+    manifest = render(owner, "ppo-math-7b", admin_user)
     tasks = manifest.data["spec"]["tasks"]
     assert [(t["name"], t.get("head", False), t["replicas"]) for t in tasks] == [
         ("actor", True, 1), ("rollout", False, 12), ("environment", False, 10)]
@@ -143,7 +145,7 @@ def test_data_collection_example(fleet: None, team: Team, owner: Any, admin_user
         "run_script": "cd /workspace/collect && python collect.py --out /mnt/out",
         **records(team, owner, 21, 22),
     })
-    manifest = render(owner, "collect-sim-traces")
+    manifest = render(owner, "collect-sim-traces", admin_user)
     assert [t["replicas"] for t in manifest.data["spec"]["tasks"]] == [1]
     assert manifest.data["metadata"]["namespace"] == "rl-cpu-c"
     compare(manifest, "data-collection.yaml")

@@ -15,7 +15,7 @@ from clusters.models import Cluster
 from clusters.verifications.services import verification_approve, verification_request
 from jobs.models import DeploymentParameters, Job, JobState, LaunchList, Role
 from rlark_site.foundation.tenancy.models import Team
-from tests.factories import load_fleet_rows
+from tests.factories import confirmed_parameters, load_fleet_rows
 from tests.jobs.records_support import run_record_for
 
 pytestmark = pytest.mark.django_db
@@ -314,7 +314,12 @@ def test_manifest_is_yaml_when_clean_and_json_on_request(
         "roles": [role], "run_script": "cd /w && python collect.py",
         "launch_list": launch_list.pk, "deployment_parameters": params.pk,
     }, format="json")
-    assert created.json()["has_errors"] is False, created.json()["findings"]
+    assert {f["code"] for f in created.json()["findings"]} == {
+        "deployment_parameters.role_missing", "deployment_parameters.unconfirmed",
+        "deployment_parameters.verification_unreferenced"}
+    confirmed_parameters(Job.objects.get(name="collect"), admin=admin_user)
+    detail = api.get(f"{JOBS}collect/").json()
+    assert detail["has_errors"] is False, detail["findings"]
     links = created.json()["links"]
     assert links["launch_list"].endswith(f"/api/v1/launch-lists/{launch_list.pk}/")
     assert links["deployment_parameters"].endswith(f"/api/v1/deployment-parameters/{params.pk}/")

@@ -16,6 +16,7 @@ from jobs.records.status import sync_submitted_jobs
 from jobs.records.submission import job_submit
 from jobs.tasks import submit_run_record
 from rlark_site.foundation.tenancy.models import Team
+from tests.factories import confirmed_parameters
 from tests.jobs.records_support import POOL_SELECTOR, register_fleet, submittable_job
 
 pytestmark = pytest.mark.django_db
@@ -440,6 +441,8 @@ def test_the_diff_of_a_clone_changing_only_gpus_and_the_name_lists_exactly_the_g
     job_update(job=clone, user=owner, partial=True, data={"roles": [
         {**_body(role), "gpus": 4} if role.name == "Actor" else _body(role)
         for role in clone.roles.order_by("position")]})
+    # The parameters now describe 8 GPUs: filled from the clone, confirmed again.
+    confirmed_parameters(Job.objects.get(pk=clone.pk), admin=admin_user)
     with django_capture_on_commit_callbacks(execute=False):
         job_submit(job=Job.objects.get(pk=clone.pk), user=owner)
     body = owner_web.get("/api/v1/run-records/ppo-run-gpus/diff/",

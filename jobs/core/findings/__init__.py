@@ -2,7 +2,8 @@
 
 `check(spec, ctx)` is pure (no database: everything outside the draft comes from `ctx`)
 and total: it never raises, whatever the draft holds (wrong types, huge or hostile
-strings). Findings come in a stable order: the job itself, then each role in order,
+strings). Findings come in a stable order: the job itself, its deployment parameters
+(confirmed, current, describing the job), then each role in order,
 then the common configuration, then the size of what would be rendered. Every code,
 its severity and meaning is listed in docs/findings.md.
 """
@@ -20,6 +21,7 @@ from jobs.core.findings.images import (
 )
 from jobs.core.findings.job import job_findings, role_name_findings
 from jobs.core.findings.mounts import SYSTEM_DIRECTORIES, SYSTEM_TREES, mount_findings
+from jobs.core.findings.parameters import parameters_findings
 from jobs.core.findings.placement import (
     cluster_findings,
     device_findings,
@@ -59,6 +61,7 @@ def check(spec: JobSpec, ctx: CheckContext) -> list[Finding]:
     """Every finding for `spec` against `ctx`, in a stable order; never raises."""
     findings = list(job_findings(spec, ctx))
     findings += launch_list_findings(spec, ctx)
+    findings += parameters_findings(spec, ctx)
     roles = spec_roles(spec)
     names: list[object] = []
     for index, role in enumerate(roles):
