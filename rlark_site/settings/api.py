@@ -61,5 +61,6 @@ SPECTACULAR_SETTINGS = {
         "VerificationStateEnum": "clusters.models.VerificationState",
         "JobStateEnum": "jobs.models.JobState",
         "SubmissionStateEnum": "jobs.models.SubmissionState",
+        "ConfirmationStateEnum": "jobs.models.ConfirmationState",
     },
 }

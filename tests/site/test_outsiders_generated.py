@@ -31,7 +31,9 @@ GLOBAL = re.compile(r"^(api/v1/clusters/|clusters/cluster/)")
 # Platform admins only (403 to anyone else,
 # rlark_site.foundation.tenancy.access.require_platform_admin).
 ADMIN_ONLY = re.compile(
-    r"(^clusters/verifications/queue/|^api/v1/verifications/.*/(approve|reject)/$)"
+    r"(^clusters/verifications/queue/|^api/v1/verifications/.*/(approve|reject)/$"
+    r"|^jobs/deployment-parameters/queue/|^api/v1/deployment-parameters/queue/"
+    r"|^api/v1/deployment-parameters/.*/(confirm|reject)/$)"
 )
 SKIPPED_PREFIXES = ("django-admin/", "i18n/", "static/")
 METHODS = ("get", "post", "put", "patch", "delete")
