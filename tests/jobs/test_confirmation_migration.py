@@ -10,8 +10,8 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-BEFORE = [("jobs", "0009_run_capture_incomplete")]
-AFTER = [("jobs", "0010_deployment_parameters_confirmation")]
+BEFORE = [("jobs", "0010_launch_list_image")]
+AFTER = [("jobs", "0011_deployment_parameters_confirmation")]
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
