@@ -27,6 +27,7 @@ from jobs.core.spec import (
     JobSpec,
     LaunchListImages,
     Mount,
+    ParametersView,
     ResourcePair,
     RoleSpec,
     VerificationView,
@@ -80,6 +81,28 @@ def role_case(index: int, **changes: object) -> Case:
 def images_case(images: LaunchListImages) -> tuple[JobSpec, CheckContext]:
     """The clean job against a launch list recording `images`."""
     return clean_spec(), replace(clean_context(clean_spec()), launch_list_images=images)
+
+
+def parameters_case(
+    change: Callable[[ParametersView], ParametersView], spec: JobSpec | None = None
+) -> Case:
+    """The clean job's deployment parameters (filled from it, confirmed), changed by `change`;
+    with `spec`, that job checked against them."""
+    def build() -> tuple[JobSpec, CheckContext]:
+        ctx = clean_context(clean_spec())
+        assert ctx.parameters is not None
+        job = spec if spec is not None else clean_spec()
+        return job, replace(clean_context(job), parameters=change(ctx.parameters))
+    return build
+
+
+def record_role_case(**changes: object) -> Case:
+    """The record gives the Actor other values than the job."""
+    def change(view: ParametersView) -> ParametersView:
+        roles = [dict(r) for r in view.roles]
+        roles[0].update(changes)
+        return replace(view, roles=tuple(roles), content={**view.content, "roles": roles})
+    return parameters_case(change)
 
 
 def mount_case(*mounts: Mount, index: int = 0) -> Case:
@@ -177,6 +200,27 @@ FIRING: dict[str, Case] = {
     "image.digest_missing": role_case(1, image="registry.example.com/rlinf/rlinf:v0.3"),
     "image.mixed": role_case(
         1, image="registry.example.com/rlinf/rlinf:v0.3", image_digest=TAG_DIGEST
+    ),
+    "deployment_parameters.unconfirmed": parameters_case(lambda v: replace(v, state="pending")),
+    "deployment_parameters.confirmation_stale": parameters_case(
+        lambda v: v, spec=with_role(clean_spec(), 2, cpu=ResourcePair(request="4", limit="16"))
+    ),
+    "deployment_parameters.role_missing": parameters_case(
+        lambda v: replace(v, roles=v.roles[:2])
+    ),
+    "deployment_parameters.role_extra": parameters_case(
+        lambda v: replace(v, roles=(*v.roles, {**v.roles[0], "role": "Critic"}))
+    ),
+    "deployment_parameters.cluster_mismatch": record_role_case(cluster="gpu-b"),
+    "deployment_parameters.selector_mismatch": record_role_case(selector={"a": "b"}),
+    "deployment_parameters.gpus_mismatch": record_role_case(gpus=4),
+    "deployment_parameters.devices_mismatch": record_role_case(devices={}),
+    "deployment_parameters.mounts_mismatch": record_role_case(mounts=[]),
+    "deployment_parameters.network_domain_mismatch": parameters_case(
+        lambda v: replace(v, network_domain="gpu-only")
+    ),
+    "deployment_parameters.verification_unreferenced": parameters_case(
+        lambda v: replace(v, verification_ids=frozenset())
     ),
     "launch_list.image.missing": lambda: images_case(LaunchListImages()),
     "launch_list.image.unlisted": lambda: images_case(
