@@ -51,8 +51,10 @@ def record_content(*, roles: Any, network_domain: str, storage_notes: str, netwo
     return _jsonable({
         "roles": roles if isinstance(roles, list) else [],
         "network_domain": network_domain,
-        "storage_notes": storage_notes,
-        "network_notes": network_notes,
+        # A browser sends a textarea's line breaks as CRLF: a save that changes nothing else
+        # must not look like a change.
+        "storage_notes": str(storage_notes).replace("\r\n", "\n"),
+        "network_notes": str(network_notes).replace("\r\n", "\n"),
         "verifications": sorted([int(pk), str(state)] for pk, state in verifications),
     })
 

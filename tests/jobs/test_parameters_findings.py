@@ -11,7 +11,12 @@ import pytest
 
 from jobs.core.findings import check
 from jobs.core.findings.parameters import describe_change
-from jobs.core.parameters import job_content, record_roles_from_spec
+from jobs.core.parameters import (
+    content_changes,
+    job_content,
+    record_content,
+    record_roles_from_spec,
+)
 from jobs.core.spec import JobSpec, Mount, ParametersView
 from tests.jobs.fleet_context import (
     clean_context,
@@ -250,3 +255,11 @@ def test_wild_input_never_raises() -> None:
     spec = replace(clean_spec(), roles=("not a role", None), network_domain=5)  # type: ignore[arg-type]
     view = replace(confirmed_for(clean_spec()), roles=("junk", {"role": None}))
     parameter_findings(spec, view)
+
+
+def test_line_breaks_as_a_browser_sends_them_are_no_change() -> None:
+    typed = record_content(roles=[], network_domain="", storage_notes="a\r\nb",
+                           network_notes="", verifications=[])
+    stored = record_content(roles=[], network_domain="", storage_notes="a\nb",
+                            network_notes="", verifications=[])
+    assert content_changes({"record": stored}, record=typed, job=None) == []
