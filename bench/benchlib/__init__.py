@@ -22,11 +22,30 @@ def setup_django() -> None:
     django.setup()
 
 
-@contextmanager
-def scratch_database(name: str) -> Iterator[str]:
-    """A freshly migrated database for this run only (its name is yielded); dropped after."""
+def _end_sessions_on(name: str) -> None:
+    """Terminate what still runs in the scratch database `name` (a statement the bench gave up
+    on keeps running on the server after its client went away, and would block the DROP)."""
     from django.db import connection
 
+    with connection.creation._nodb_cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = %s AND pid <> pg_backend_pid()", [name],
+        )
+
+
+@contextmanager
+def scratch_database(name: str) -> Iterator[str]:
+    """A freshly migrated database for this run only (its name is yielded); dropped after,
+    also on an error, Ctrl-C or SIGTERM, once every session still on it has been ended."""
+    import signal
+
+    from django.db import connection
+
+    def _interrupted(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, _interrupted)
     connection.settings_dict["TEST"]["NAME"] = name
     original = connection.settings_dict["NAME"]
     connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
@@ -34,7 +53,9 @@ def scratch_database(name: str) -> Iterator[str]:
         yield name
     finally:
         connection.close()
+        _end_sessions_on(name)
         connection.creation.destroy_test_db(original, verbosity=0)
+        signal.signal(signal.SIGTERM, previous)
 
 
 def percentile(values: Sequence[float], share: float) -> float:

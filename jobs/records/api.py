@@ -4,12 +4,11 @@ audit events (SPEC 12). Views check shape, call one service or selector, and ren
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.db.models import QuerySet
 from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from pghistory.models import Events
 from rest_framework import generics, status
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
@@ -37,8 +36,11 @@ from jobs.records.serializers import (
     RunRecordChainSerializer,
     RunRecordSummarySerializer,
     SubmitAcceptedSerializer,
+    audit_events_data,
 )
 from jobs.records.submission import job_submit
+from rlark_site.foundation.audit.paging import AuditCursorPagination
+from rlark_site.foundation.audit.selectors import AuditLookup
 from rlark_site.foundation.exceptions import ApplicationError, validated
 from rlark_site.foundation.tenancy.access import IsPlatformAdmin
 
@@ -346,9 +348,13 @@ class RunRecordDiffView(APIView):
 
 
 class AuditEventsView(generics.ListAPIView):
-    serializer_class = AuditEventSerializer
+    """Newest first, paged by cursor (docs/api.md): each page costs its own size whatever the
+    number of events."""
 
-    def get_queryset(self) -> QuerySet[Events]:
+    serializer_class = AuditEventSerializer
+    pagination_class = AuditCursorPagination
+
+    def get_queryset(self) -> AuditLookup:  # type: ignore[override]
         params = self.request.query_params
         return selectors.audit_events_for_user(
             self.request.user, job=params.get("job", ""), actor=params.get("actor", ""),
@@ -356,9 +362,11 @@ class AuditEventsView(generics.ListAPIView):
         )
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        page = self.paginate_queryset(self.get_queryset())
-        rows = selectors.events_as_dicts(list(page or []))
-        return self.get_paginated_response(AuditEventSerializer(rows, many=True).data)
+        paginator = cast(AuditCursorPagination, self.paginator)
+        page = paginator.paginate_queryset(self.get_queryset(), request, view=self)
+        return paginator.get_paginated_response(
+            audit_events_data(selectors.events_as_dicts(page))
+        )
 
     @extend_schema(parameters=[
         OpenApiParameter("job", str, description="one job's whole trail"),

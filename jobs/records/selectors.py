@@ -13,7 +13,6 @@ from django.apps import apps
 from django.contrib.auth import get_user_model
 from django.db.models import F, Prefetch, QuerySet
 from django.utils.translation import gettext as _
-from pghistory.models import Events
 
 from clusters.models import Verification, VerificationState
 from jobs.models import (
@@ -27,7 +26,12 @@ from jobs.models import (
     SubmissionAttempt,
 )
 from jobs.records.rundiff import RunDiff, semantic_diff
-from rlark_site.foundation.audit.selectors import audit_events, event_as_dict
+from rlark_site.foundation.audit.selectors import (
+    AuditEvent,
+    AuditLookup,
+    audit_events,
+    event_as_dict,
+)
 from rlark_site.foundation.exceptions import NotFoundError
 from rlark_site.foundation.tenancy.access import (
     access_team_object,
@@ -232,7 +236,7 @@ def _usernames(ids: set[Any]) -> dict[Any, str]:
     return {user.pk: user.get_username() for user in users}
 
 
-def events_as_dicts(events: list[Events]) -> list[dict[str, Any]]:
+def events_as_dicts(events: list[AuditEvent]) -> list[dict[str, Any]]:
     """Events as plain data, with the actor's username beside the id."""
     rows = [event_as_dict(event) for event in events]
     names = _usernames({row["actor"] for row in rows})
@@ -278,9 +282,8 @@ def _job_summary(job: Job, record: RunRecord) -> dict[str, Any]:
 
 def run_record_chain(record: RunRecord) -> dict[str, Any]:
     """The whole chain of one run, in order (SPEC 7): records, YAML, attempts, history, audit."""
-    events = list(
-        audit_events(objects=job_audit_refs(record.job, record))
-        .order_by("pgh_created_at", "pgh_slug")[:AUDIT_EVENTS_IN_CHAIN]
+    events = audit_events(objects=job_audit_refs(record.job, record)).page(
+        AUDIT_EVENTS_IN_CHAIN, oldest_first=True
     )
     return {
         "job": _job_summary(record.job, record),
@@ -347,7 +350,7 @@ def _job_for_audit(user: Any, name: str) -> Job:
 
 
 def audit_events_for_user(user: Any, *, job: str = "", actor: str = "",
-                          model: str = "") -> QuerySet[Events]:
+                          model: str = "") -> AuditLookup:
     """Audit events, newest first: a team member sees their teams' (admins see all).
 
     `job` narrows to one job's whole trail (404 when the job is not the user's to see);

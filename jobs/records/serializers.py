@@ -354,6 +354,27 @@ class AuditEventSerializer(serializers.Serializer):
     task = serializers.CharField(allow_null=True)
 
 
+_AUDIT_TIME = serializers.DateTimeField()
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def audit_events_data(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What `AuditEventSerializer(rows, many=True).data` gives, without DRF's work per field
+    (serializing a page was the audit list's main cost after the lookup itself)."""
+    return [{
+        "id": _text(row["id"]), "at": _AUDIT_TIME.to_representation(row["at"]),
+        "model": _text(row["model"]), "object_id": _text(row["object_id"]),
+        "label": _text(row["label"]), "diff": row.get("diff"), "data": row.get("data"),
+        "actor": None if row.get("actor") is None else int(row["actor"]),
+        "actor_username": _text(row.get("actor_username")), "team": _text(row.get("team")),
+        "url": _text(row.get("url")), "request_id": _text(row.get("request_id")),
+        "task": _text(row.get("task")),
+    } for row in rows]
+
+
 class RunRecordChainSerializer(serializers.Serializer):
     """The documented shape of `GET run-records/{name}/` (the chain, in order)."""
 

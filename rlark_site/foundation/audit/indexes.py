@@ -1,10 +1,14 @@
 """The audit lookups' indexes on every event table, kept after every `migrate`.
 
-pghistory's `Events` exposes each event table's `pgh_obj_id` as text, so a lookup by object
-(a run's audit trail, `audit-events/?job=`) compares `pgh_obj_id::text`; computing an event's
-diff reads the object's previous event. Every event table gets an index on each, created
-idempotently after each `migrate` (migrations audit.0001/0002 made them for the tables of
-their time), so an event table added later is covered without a migration of its own.
+The lookup (audit.lookup) pages each event table in the order (pgh_created_at, pgh_id), so
+each table gets that order as an index, alone (a model's or everyone's events; the
+request-context filters by team or actor check `pgh_context_id`, included so the walk reads
+the index only) and behind each equality filter it pushes down: the object
+(`pgh_obj_id`: a run's audit trail) and the team (`team_id`, where the table has it). The
+previous event of an object (for the diff) is found on (pgh_obj_id, pgh_id). The older
+`pgh_obj_id::text` index serves pghistory's own `Events`. All are created idempotently after
+each `migrate` (migrations audit.0001..0004 made them for the tables of their time), so an
+event table added later is covered without a migration of its own.
 """
 
 from __future__ import annotations
@@ -24,13 +28,41 @@ def event_tables() -> list[str]:
     )
 
 
+def _has_team(table: str) -> bool:
+    return any(model._meta.db_table == table
+               and "team_id" in {field.column for field in model._meta.fields}
+               for model in apps.get_models())
+
+
+def index_statements(table: str, *, has_team: bool) -> list[str]:
+    """CREATE INDEX IF NOT EXISTS statements of one event table's lookup indexes."""
+    statements = [
+        f'CREATE INDEX IF NOT EXISTS "{table}_obj_text" ON "{table}" ((pgh_obj_id::text))',
+        f'CREATE INDEX IF NOT EXISTS "{table}_obj_pgh" ON "{table}" (pgh_obj_id, pgh_id)',
+        f'CREATE INDEX IF NOT EXISTS "{table}_at" ON "{table}" (pgh_created_at, pgh_id) '
+        f"INCLUDE (pgh_context_id)",
+        f'CREATE INDEX IF NOT EXISTS "{table}_obj_at" ON "{table}" '
+        f"(pgh_obj_id, pgh_created_at, pgh_id)",
+    ]
+    if has_team:
+        statements.append(
+            f'CREATE INDEX IF NOT EXISTS "{table}_team_at" ON "{table}" '
+            f"(team_id, pgh_created_at, pgh_id)"
+        )
+    return statements
+
+
+CONTEXT_INDEXES = [
+    "CREATE INDEX IF NOT EXISTS pghistory_context_user ON pghistory_context ((metadata -> 'user'))",
+    "CREATE INDEX IF NOT EXISTS pghistory_context_team ON pghistory_context ((metadata -> 'team'))",
+]
+
+
 def ensure_lookup_indexes(**_: Any) -> None:
     """`post_migrate` receiver: create any missing lookup index (cheap when all exist)."""
     with connection.cursor() as cursor:
         for table in event_tables():
-            cursor.execute(
-                f'CREATE INDEX IF NOT EXISTS "{table}_obj_text" ON "{table}" ((pgh_obj_id::text))'
-            )
-            cursor.execute(
-                f'CREATE INDEX IF NOT EXISTS "{table}_obj_pgh" ON "{table}" (pgh_obj_id, pgh_id)'
-            )
+            for statement in index_statements(table, has_team=_has_team(table)):
+                cursor.execute(statement)
+        for statement in CONTEXT_INDEXES:
+            cursor.execute(statement)

@@ -1,4 +1,5 @@
-"""Audit lookup by object, actor, team, model and time: one query over every event table."""
+"""Audit lookup by object, actor, team, model and time, paged on the event tables first
+(audit.lookup)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q, QuerySet
-from pghistory.models import Events
+from rlark_site.foundation.audit.lookup import AuditEvent, AuditLookup
+
+__all__ = ["REDACTED", "AuditEvent", "AuditLookup", "audit_events", "event_as_dict"]
 
 
 def audit_events(
@@ -21,41 +23,22 @@ def audit_events(
     until: datetime | None = None,
     team_ids: Iterable[int] | None = None,
     team_slugs: Iterable[str] | None = None,
-) -> QuerySet[Events]:
-    """Events newest first.
+) -> AuditLookup:
+    """A lookup of events (`.page(limit, after=..., oldest_first=...)`; iterating it reads
+    every match newest first).
 
     `objects` are (model label, primary key) pairs such as ("jobs.Job", 3); `model` is a model
     label ("jobs.Job") or its lower-cased name ("job"). A team filter keeps events of rows that
     belong to the team, or that were made while the user worked in that team; `team_ids` /
     `team_slugs` do the same for several teams at once (any of them).
     """
-    events = Events.objects.all()
-    if objects is not None:
-        refs = Q(pk__in=[])
-        for label, pk in objects:
-            refs |= Q(pgh_obj_model=label, pgh_obj_id=str(pk))
-        events = events.filter(refs)
-    ids = [*([team_id] if team_id is not None else []), *(team_ids or [])]
-    slugs = [*([team_slug] if team_slug is not None else []), *(team_slugs or [])]
-    scoped = (team_id, team_slug, team_ids, team_slugs)
-    if any(value is not None for value in scoped):
-        scope = Q(pk__in=[])
-        for one_id in ids:
-            scope |= Q(pgh_data__team_id=one_id) | Q(pgh_data__team=one_id)
-        for slug in slugs:
-            scope |= Q(pgh_context__team=slug)
-        events = events.filter(scope)
-    if actor_id is not None:
-        events = events.filter(pgh_context__user=actor_id)
-    if model:
-        events = events.filter(
-            Q(pgh_obj_model=model) | Q(pgh_obj_model__iendswith=f".{model}")
-        )
-    if since is not None:
-        events = events.filter(pgh_created_at__gte=since)
-    if until is not None:
-        events = events.filter(pgh_created_at__lt=until)
-    return events.order_by("-pgh_created_at", "-pgh_slug")
+    scoped = any(value is not None for value in (team_id, team_slug, team_ids, team_slugs))
+    return AuditLookup(
+        objects=list(objects) if objects is not None else None,
+        team_ids=[*([team_id] if team_id is not None else []), *(team_ids or [])],
+        team_slugs=[*([team_slug] if team_slug is not None else []), *(team_slugs or [])],
+        scoped=scoped, actor_id=actor_id, model=model or None, since=since, until=until,
+    )
 
 
 REDACTED = "<redacted>"
@@ -76,7 +59,7 @@ def _redact(values: Any) -> Any:
     }
 
 
-def event_as_dict(event: Events) -> dict[str, Any]:
+def event_as_dict(event: AuditEvent) -> dict[str, Any]:
     context = event.pgh_context or {}
     return {
         "id": event.pgh_slug,

@@ -1,0 +1,363 @@
+# ruff: noqa: S608  (SQL from event tables' names and fixed fragments; values are parameters)
+"""Audit lookups that page on the event tables first.
+
+pghistory's `Events` is a UNION of every event table in which every row gets its JSON data
+and its diff (a read of the object's previous event) before any filter, sort or limit: a
+broad lookup (an actor, a model, a member's teams) at a million events expanded every one
+of them. Here a lookup is two queries whose cost follows the page size:
+
+1. **Positions.** One branch per event table (and per scope alternative: the row's team, or
+   the team of the request that made it) selects only `(created, id)` with every filter,
+   the keyset position and `ORDER BY ... LIMIT page` inside the branch, on a composite index
+   (`(pgh_created_at, pgh_id)`, `(pgh_obj_id, pgh_created_at, pgh_id)`,
+   `(team_id, pgh_created_at, pgh_id)`: audit.indexes). The branches' top rows are merged
+   and the first `page` kept.
+2. **Rows.** Only the page's events are read whole: data, request context, and the
+   previous event of the same object (for the diff), one index probe each.
+
+Order: newest first by `pgh_created_at`; events of the same instant (one transaction writes
+many) by event model label, then event id, both descending (`oldest_first` reverses all
+three). A page continues after (or before) a `Position`, so pages never skip or repeat an
+event while new ones arrive.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cache
+from typing import Any, cast
+
+from django.apps import apps
+from django.core.exceptions import ValidationError
+from django.db import connection
+
+__all__ = ["AuditEvent", "AuditLookup", "Position", "decode_position", "event_models_info"]
+
+CONTEXT_TABLE = "pghistory_context"
+# More teams than this are matched with one `team_id = ANY(...)` branch per table (a sort of
+# the teams' events) instead of one ordered index scan per team.
+TEAM_BRANCHES_AT_MOST = 8
+# An actor's (or team's) request contexts up to this many are handed to the query as a list
+# (their events are read by context and sorted); more are a set the time-ordered walk of
+# each table checks row by row, stopping at the page's end.
+SPARSE_CONTEXTS = 300
+
+
+@dataclass(frozen=True)
+class EventTable:
+    label: str  # the event model's label, "jobs.JobEvent"
+    table: str
+    tracked: str  # the tracked model's label, "jobs.Job"
+    has_team: bool
+    obj_field: Any  # the tracked model's primary key field (to type object ids)
+
+
+@cache
+def event_models_info() -> tuple[EventTable, ...]:
+    """Every pghistory event table that tracks an object, sorted by event model label."""
+    found = []
+    for model in apps.get_models():
+        names = {f.name for f in model._meta.fields}
+        if not (model.__name__.endswith("Event") and {"pgh_obj", "pgh_id"} <= names):
+            continue
+        columns = {f.column for f in model._meta.fields}
+        found.append(EventTable(
+            label=model._meta.label, table=model._meta.db_table,
+            tracked=model.pgh_tracked_model._meta.label,  # type: ignore[attr-defined]
+            has_team="team_id" in columns,
+            obj_field=cast(Any, model._meta.get_field("pgh_obj")).target_field,
+        ))
+    return tuple(sorted(found, key=lambda t: t.label))
+
+
+@dataclass(frozen=True, order=True)
+class Position:
+    """Where an event sits in the order: (time, event model label, event id)."""
+
+    at: datetime
+    model: str
+    id: int
+
+    def encode(self, *, before: bool = False) -> str:
+        raw = json.dumps(["b" if before else "a", self.at.isoformat(), self.model, self.id])
+        return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_position(cursor: str) -> tuple[Position, bool] | None:
+    """(position, before?) of an API cursor; None when it is not one of ours."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        kind, at, model, pk = json.loads(raw)
+        position = Position(datetime.fromisoformat(at), str(model), int(pk))
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+        return None
+    if kind not in ("a", "b") or position.at.tzinfo is None or not 0 <= position.id < 2**63:
+        return None
+    return position, kind == "b"
+
+
+@dataclass
+class AuditEvent:
+    """One event with the attribute names of pghistory's `Events` rows."""
+
+    pgh_model: str
+    pgh_id: int
+    pgh_created_at: datetime
+    pgh_label: str
+    pgh_obj_model: str
+    pgh_obj_id: str
+    pgh_data: dict[str, Any] | None
+    pgh_diff: dict[str, Any] | None
+    pgh_context_id: Any
+    pgh_context: dict[str, Any] | None
+
+    @property
+    def pgh_slug(self) -> str:
+        return f"{self.pgh_model}:{self.pgh_id}"
+
+    @property
+    def position(self) -> Position:
+        return Position(self.pgh_created_at, self.pgh_model, self.pgh_id)
+
+
+def _typed_ids(table: EventTable, ids: Iterable[Any]) -> list[Any]:
+    typed = []
+    for value in ids:
+        try:
+            typed.append(table.obj_field.to_python(value))
+        except (ValidationError, TypeError, ValueError):
+            continue
+    return typed
+
+
+@dataclass
+class AuditLookup:
+    """The filters of one lookup; `page()` reads one page of them."""
+
+    objects: list[tuple[str, Any]] | None = None
+    team_ids: list[int] = field(default_factory=list)
+    team_slugs: list[str] = field(default_factory=list)
+    scoped: bool = False
+    actor_id: int | None = None
+    model: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+    # --- which tables, which branches ---------------------------------------------------
+
+    def _tables(self) -> list[tuple[int, EventTable, list[Any] | None]]:
+        """(rank, table, object ids or None) of every table the lookup can match."""
+        chosen = []
+        wanted = self.model.lower() if self.model else None
+        for rank, table in enumerate(event_models_info()):
+            if wanted and not (table.tracked.lower() == wanted
+                               or table.tracked.lower().endswith(f".{wanted}")
+                               or table.tracked == self.model):
+                continue
+            ids: list[Any] | None = None
+            if self.objects is not None:
+                ids = _typed_ids(table, (pk for label, pk in self.objects
+                                         if label == table.tracked))
+                if not ids:
+                    continue
+            chosen.append((rank, table, ids))
+        return chosen
+
+    def _scopes(self, table: EventTable) -> list[tuple[str, list[Any]]]:
+        """The alternatives (SQL, params) that put an event of `table` in the scope."""
+        if not self.scoped:
+            return [("TRUE", [])]
+        scopes: list[tuple[str, list[Any]]] = []
+        if table.has_team and self.team_ids:
+            if len(self.team_ids) <= TEAM_BRANCHES_AT_MOST:
+                scopes += [("e.team_id = %s", [one]) for one in self.team_ids]
+            else:
+                every_team: list[Any] = [list(self.team_ids)]
+                scopes.append(("e.team_id = ANY(%s)", every_team))
+        if self.team_slugs:
+            scopes.append(("e.pgh_context_id IN (SELECT id FROM team_contexts)", []))
+        return scopes
+
+    def _branch(self, rank: int, table: EventTable, ids: list[Any] | None,
+                scope: tuple[str, list[Any]], limit: int, after: Position | None,
+                ascending: bool) -> tuple[str, list[Any]]:
+        conditions = [scope[0]]
+        params: list[Any] = list(scope[1])
+        if ids is not None:
+            conditions.append("e.pgh_obj_id = ANY(%s)")
+            params.append(ids)
+        if self.actor_id is not None:
+            conditions.append("e.pgh_context_id IN (SELECT id FROM actor_contexts)")
+        if self.since is not None:
+            conditions.append("e.pgh_created_at >= %s")
+            params.append(self.since)
+        if self.until is not None:
+            conditions.append("e.pgh_created_at < %s")
+            params.append(self.until)
+        if after is not None:
+            # The next rows in the order (time, label, id), with this table's label fixed.
+            beyond = ">" if ascending else "<"
+            if table.label == after.model:
+                conditions.append(f"(e.pgh_created_at, e.pgh_id) {beyond} (%s, %s)")
+                params += [after.at, after.id]
+            elif (table.label > after.model) == ascending:
+                conditions.append(f"e.pgh_created_at {beyond}= %s")
+                params.append(after.at)
+            else:
+                conditions.append(f"e.pgh_created_at {beyond} %s")
+                params.append(after.at)
+        direction = "ASC" if ascending else "DESC"
+        sql = (
+            f"(SELECT {rank} AS rank, e.pgh_created_at AS at, e.pgh_id AS id "
+            f'FROM "{table.table}" e '
+            f"WHERE {' AND '.join(conditions)} "
+            f"ORDER BY e.pgh_created_at {direction}, e.pgh_id {direction} LIMIT %s)"
+        )
+        return sql, [*params, limit]
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def _contexts(self) -> list[tuple[str, str, list[Any]]]:
+        """(CTE name, SQL, params) of the request contexts the actor/team filters name."""
+        found: list[tuple[str, str, list[Any]]] = []
+        if self.actor_id is not None:
+            found.append(("actor_contexts",
+                          f"SELECT id FROM {CONTEXT_TABLE} "
+                          "WHERE metadata -> 'user' = to_jsonb(%s::bigint)", [self.actor_id]))
+        if self.scoped and self.team_slugs:
+            marks = ", ".join(["to_jsonb(%s::text)"] * len(self.team_slugs))
+            found.append(("team_contexts",
+                          f"SELECT id FROM {CONTEXT_TABLE} WHERE metadata -> 'team' IN ({marks})",
+                          list(self.team_slugs)))
+        return found
+
+    def _sparse(self, contexts: list[tuple[str, str, list[Any]]]) -> dict[str, list[Any] | None]:
+        """The ids of each context set of at most SPARSE_CONTEXTS (None: more than that)."""
+        if not contexts:
+            return {}
+        sql = " UNION ALL ".join(
+            f"(SELECT %s, id FROM ({query} LIMIT {SPARSE_CONTEXTS + 1}) found)"
+            for _name, query, _params in contexts
+        )
+        params = [value for name, _query, more in contexts for value in (name, *more)]
+        ids: dict[str, list[Any]] = {name: [] for name, _query, _params in contexts}
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            for name, pk in cursor.fetchall():
+                ids[name].append(pk)
+        return {name: (found if len(found) <= SPARSE_CONTEXTS else None)
+                for name, found in ids.items()}
+
+    def positions(self, limit: int, *, after: Position | None = None,
+                  oldest_first: bool = False) -> list[tuple[int, datetime, int]]:
+        """(table rank, time, event id) of the page's events, in order (one query, and one
+        more with an actor or team filter)."""
+        if limit <= 0:
+            return []
+        contexts = self._contexts()
+        sparse = self._sparse(contexts)
+        if sparse.get("actor_contexts") == []:
+            return []  # the actor never changed anything
+        branches: list[str] = []
+        params: list[Any] = []
+        for rank, table, ids in self._tables():
+            for scope in self._scopes(table):
+                sql, branch_params = self._branch(rank, table, ids, scope, limit, after,
+                                                  oldest_first)
+                for name, found in sparse.items():
+                    # A dense set: the table is walked along its time index, each row checked
+                    # against the set hashed once ("OR FALSE" keeps the planner from turning
+                    # the test into a join, which reads every event of the set first).
+                    if found is None:
+                        sql = sql.replace(f"e.pgh_context_id IN (SELECT id FROM {name})",
+                                          f"(e.pgh_context_id IN (SELECT id FROM {name}) "
+                                          "OR FALSE)")
+                branches.append(sql)
+                params += branch_params
+        if not branches:
+            return []
+        with_parts, with_params = [], []
+        for name, query, more in contexts:
+            found = sparse[name]
+            if found is None:
+                with_parts.append(f"{name} AS MATERIALIZED ({query})")
+                with_params += more
+            else:
+                with_parts.append(f"{name}(id) AS (SELECT unnest(%s::uuid[]))")
+                with_params.append(found)
+        direction = "ASC" if oldest_first else "DESC"
+        sql = (
+            (f"WITH {', '.join(with_parts)} " if with_parts else "")
+            + f"SELECT rank, at, id FROM ({' UNION '.join(branches)}) page "
+            f"ORDER BY at {direction}, rank {direction}, id {direction} LIMIT %s"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [*with_params, *params, limit])
+            return [(int(rank), at, int(pk)) for rank, at, pk in cursor.fetchall()]
+
+    def page(self, limit: int, *, after: Position | None = None,
+             oldest_first: bool = False) -> list[AuditEvent]:
+        """At most `limit` events following `after` in the order (two queries)."""
+        return read_events(self.positions(limit, after=after, oldest_first=oldest_first))
+
+    def __iter__(self) -> Iterator[AuditEvent]:
+        """Every matching event, newest first, read page by page."""
+        after: Position | None = None
+        while True:
+            events = self.page(500, after=after)
+            yield from events
+            if len(events) < 500:
+                return
+            after = events[-1].position
+
+
+def _json(value: Any) -> Any:
+    # Django's psycopg setup hands jsonb over as text (its JSONField decodes it).
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def read_events(positions: list[tuple[int, datetime, int]]) -> list[AuditEvent]:
+    """The events at `positions`, whole, in the same order (one query)."""
+    if not positions:
+        return []
+    tables = event_models_info()
+    by_rank: dict[int, list[int]] = {}
+    for rank, _, pk in positions:
+        by_rank.setdefault(rank, []).append(pk)
+    branches, params = [], []
+    for rank, ids in sorted(by_rank.items()):
+        table = tables[rank].table
+        # The diff as pghistory's `Events` computes it (the fields whose value differs from
+        # the object's previous event), for the page's events only.
+        branches.append(
+            f"SELECT {rank} AS rank, e.pgh_id, e.pgh_created_at, e.pgh_label, "
+            f"e.pgh_obj_id::text, cur.data, e.pgh_context_id, c.metadata, "
+            f"(SELECT jsonb_object_agg(now.key, jsonb_build_array(was.value, now.value)) "
+            f" FROM jsonb_each(cur.data) now JOIN jsonb_each(prev.data) was ON was.key = now.key"
+            f" WHERE now.key NOT LIKE 'pgh_%%' AND now.value <> was.value) "
+            f'FROM "{table}" e CROSS JOIN LATERAL (SELECT to_jsonb(e) AS data) cur '
+            f"LEFT JOIN LATERAL (SELECT to_jsonb(p) AS data FROM \"{table}\" p "
+            f"WHERE p.pgh_obj_id = e.pgh_obj_id AND p.pgh_id < e.pgh_id "
+            f"ORDER BY p.pgh_id DESC LIMIT 1) prev ON TRUE "
+            f"LEFT JOIN {CONTEXT_TABLE} c ON c.id = e.pgh_context_id "
+            f"WHERE e.pgh_id = ANY(%s)"
+        )
+        params.append(ids)
+    with connection.cursor() as cursor:
+        cursor.execute(" UNION ALL ".join(branches), params)
+        rows = cursor.fetchall()
+    found: dict[tuple[int, int], AuditEvent] = {}
+    for rank, pk, at, label, obj_id, current, context_id, context, diff in rows:
+        table = tables[rank]
+        data = {k: v for k, v in (_json(current) or {}).items() if not k.startswith("pgh_")}
+        found[(rank, pk)] = AuditEvent(
+            pgh_model=table.label, pgh_id=pk, pgh_created_at=at, pgh_label=label,
+            pgh_obj_model=table.tracked, pgh_obj_id=obj_id, pgh_data=data,
+            pgh_diff=_json(diff), pgh_context_id=context_id, pgh_context=_json(context),
+        )
+    return [found[(rank, pk)] for rank, _, pk in positions if (rank, pk) in found]
