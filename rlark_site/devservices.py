@@ -244,6 +244,12 @@ WORKER_QUEUES = (
 )
 
 
+def web_environment(env: dict[str, str]) -> dict[str, str]:
+    """The web process's environment: gunicorn's access log off unless asked for, since
+    RLark's own `rlark.request` line already logs every request (one line per request)."""
+    return {**env, "RLARK_WEB_ACCESS_LOG": env.get("RLARK_WEB_ACCESS_LOG", "")}
+
+
 def web_command(bind: str) -> list[str]:
     """Gunicorn with RLark's settings module (workers and threads sized from the CPUs)."""
     return [PYTHON, "-m", "gunicorn", "-c", "python:rlark_site.gunicorn_conf", "--bind", bind]
@@ -291,7 +297,7 @@ def _run_product() -> int:
             _wait_for_port(sim_port, what="the fleet simulator")
             _manage(env, "seed_demo", "--fleet", str(DEMO_FLEET), "--simulator-url", sim_url)
             procs.append(("web", subprocess.Popen(
-                web_command(f"127.0.0.1:{web_port}"), env=env, cwd=BASE_DIR,
+                web_command(f"127.0.0.1:{web_port}"), env=web_environment(env), cwd=BASE_DIR,
                 start_new_session=True)))
             for name, queues in WORKER_QUEUES:
                 procs.append((f"worker-{name}", subprocess.Popen(
