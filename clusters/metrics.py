@@ -18,10 +18,12 @@ POLL_DURATION = "rlark_inventory_poll_duration_seconds"
 POLL_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
 
-def record_poll(*, cluster: str, outcome: str, seconds: float) -> None:
-    """Count one inventory poll of `cluster` and how long it took."""
+def record_poll(*, cluster: str, outcome: str, seconds: float | None) -> None:
+    """Count one inventory poll of `cluster` by outcome (`ok`, `failed`, `busy`, `skipped`)
+    and, when it called the cluster (`seconds` given), how long it took."""
     metrics.increment(POLLS, {"cluster": cluster, "outcome": outcome})
-    metrics.observe(POLL_DURATION, {"cluster": cluster}, seconds, POLL_BUCKETS)
+    if seconds is not None:
+        metrics.observe(POLL_DURATION, {"cluster": cluster}, seconds, POLL_BUCKETS)
 
 
 class ClustersCollector(Collector):

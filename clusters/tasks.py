@@ -39,7 +39,9 @@ def poll_cluster_task(cluster_id: int) -> None:
     """Poll one cluster's inventory."""
     started = time.monotonic()
     result = services.poll_cluster(cluster_id=cluster_id)
-    if result.outcome in (services.PollOutcome.OK, services.PollOutcome.FAILED):
-        record_poll(cluster=result.cluster, outcome=result.outcome.value,
-                    seconds=time.monotonic() - started)
+    # Every outcome is counted: `busy` (another poll holds the cluster's lease) and `skipped`
+    # (the cluster is disabled or gone) too; only polls that called the cluster are timed.
+    timed = result.outcome in (services.PollOutcome.OK, services.PollOutcome.FAILED)
+    record_poll(cluster=result.cluster, outcome=result.outcome.value,
+                seconds=time.monotonic() - started if timed else None)
     logger.info("inventory poll %s", result.summary())

@@ -170,3 +170,25 @@ def test_the_routed_queues_are_the_ones_measured() -> None:
     assert set(settings.RLARK_QUEUES) >= {route["queue"]
                                           for route in settings.CELERY_TASK_ROUTES.values()}
 
+
+
+def test_busy_and_skipped_polls_are_counted_with_their_outcome(db: None, client: Client) -> None:
+    from clusters.models import Cluster
+    from clusters.tasks import poll_cluster_task
+
+    clusters = load_fleet_rows()
+    busy, disabled = clusters[0], clusters[1]
+    Cluster.objects.filter(pk=busy.pk).update(
+        poll_lease_until=timezone.now() + timedelta(minutes=5))
+    Cluster.objects.filter(pk=disabled.pk).update(enabled=False)
+    poll_cluster_task(busy.pk)
+    poll_cluster_task(busy.pk)
+    poll_cluster_task(disabled.pk)
+    poll_cluster_task(10**9)  # deleted before its poll ran
+    found = samples(client)
+    polls = "rlark_inventory_polls_total"
+    assert found[(polls, (("cluster", busy.name), ("outcome", "busy")))] == 2
+    assert found[(polls, (("cluster", disabled.name), ("outcome", "skipped")))] == 1
+    assert found[(polls, (("cluster", ""), ("outcome", "skipped")))] == 1
+    # Not timed: they did not call the cluster.
+    assert ("rlark_inventory_poll_duration_seconds_count", (("cluster", busy.name),)) not in found
