@@ -18,6 +18,7 @@ from django.utils import translation
 from rest_framework.test import APIClient
 
 from rlark_site.foundation.tenancy.models import ApiToken, MemberRole, Membership, Team
+from tests.query_bounds import bounded_queries
 
 User = get_user_model()
 REPO = Path(__file__).resolve().parent.parent
@@ -48,6 +49,18 @@ def _flush_may_truncate_the_audit() -> Iterator[None]:
     flush.Command.handle = handle  # type: ignore[method-assign]
     yield
     flush.Command.handle = original  # type: ignore[method-assign]
+
+
+@pytest.fixture
+def django_assert_num_queries() -> Callable[..., Any]:
+    """pytest-django's fixture, but a block expecting queries fails if it captured none."""
+    return bounded_queries(exact=True)
+
+
+@pytest.fixture
+def django_assert_max_num_queries() -> Callable[..., Any]:
+    """pytest-django's fixture, but an upper bound fails if the block captured no query at all."""
+    return bounded_queries(exact=False)
 
 
 @pytest.fixture(autouse=True)
