@@ -17,7 +17,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from clusters.access import MAX_TEMPLATE, validate_command_template, validate_url_template
-from clusters.inventory.forms import MAX_KUBECONFIG, kubeconfig_create_arguments
+from clusters.inventory.forms import (
+    MAX_KUBECONFIG,
+    kubeconfig_create_arguments,
+    kubeconfig_refusal,
+)
 from clusters.inventory.selectors import (
     cluster_get,
     cluster_list,
@@ -138,7 +142,7 @@ class ClusterKubeconfigSerializer(serializers.Serializer):
         try:
             chosen = read_context(attrs["kubeconfig"], attrs.get("kube_context") or None)
         except KubeconfigError as exc:
-            raise serializers.ValidationError({"kubeconfig": [str(exc)]}) from exc
+            raise serializers.ValidationError({"kubeconfig": [kubeconfig_refusal(exc)]}) from exc
         namespace = attrs.get("namespace") or chosen.namespace
         if not namespace:
             raise serializers.ValidationError(

@@ -135,6 +135,42 @@ class ClusterForm(forms.Form):
         }
 
 
+_SUPPORTED_USERS = _("a bearer token (token) or a client certificate and key "
+                     "(client-certificate-data and client-key-data)")
+_KUBECONFIG_REASONS = {
+    "not_yaml": _("it is not a YAML document (%(detail)s)."),
+    "not_kubeconfig": _("it is not a kubeconfig: it has no list of contexts."),
+    "undefined_context": _("the context %(name)s is not defined in it."),
+    "undefined_cluster": _("the cluster %(name)s is not defined in it."),
+    "undefined_user": _("the user %(name)s is not defined in it."),
+    "file_reference": _("%(field)s names a file; embed it as %(field)s-data "
+                        "(kubectl config view --flatten --minify)."),
+    "not_base64": _("%(field)s is not base64-encoded PEM."),
+    "unsupported_user": _("users with %(kind)s are not supported; use %(supported)s."),
+    "token_file_or_basic_auth": _("token files and basic auth are not supported; "
+                                  "use %(supported)s."),
+    "half_certificate": _("a client certificate needs its key (and a key its certificate)."),
+    "no_credentials": _("the user has no credentials; use %(supported)s."),
+    "choose_context": _("it has no current context; choose one of: %(names)s."),
+    "no_contexts": _("it defines no context."),
+    "no_such_context": _("it has no context %(name)s; its contexts: %(names)s."),
+    "no_server": _("the cluster %(name)s has no server URL."),
+}
+
+
+def kubeconfig_reason(error: KubeconfigError) -> str:
+    """Why a kubeconfig cannot be used, in the user's language (the page and the API)."""
+    template = _KUBECONFIG_REASONS.get(error.code)
+    if template is None:
+        return str(error)
+    return str(template) % {"supported": _SUPPORTED_USERS, **error.params}
+
+
+def kubeconfig_refusal(error: KubeconfigError) -> str:
+    return str(_("This kubeconfig cannot be used: %(reason)s") % {
+        "reason": kubeconfig_reason(error)})
+
+
 class KubeconfigClusterForm(forms.Form):
     """Add a cluster from a kubeconfig (uploaded or pasted) and one of its contexts.
 
@@ -182,8 +218,7 @@ class KubeconfigClusterForm(forms.Form):
         try:
             chosen = read_context(self._kubeconfig_text(), cleaned.get("context") or None)
         except KubeconfigError as exc:
-            raise forms.ValidationError(
-                _("This kubeconfig cannot be used: %(reason)s") % {"reason": exc}) from exc
+            raise forms.ValidationError(kubeconfig_refusal(exc)) from exc
         cleaned["chosen"] = chosen
         if not (cleaned.get("namespace") or chosen.namespace):
             self.add_error("namespace", _("The context names no namespace; enter one."))

@@ -225,3 +225,46 @@ def test_members_cannot_register_through_the_api(member: Any, api_client_for: An
     response = api_client_for(member).post(
         "/api/v1/clusters/from-kubeconfig/", {"name": "a", "kubeconfig": text}, format="json")
     assert response.status_code == 403
+
+
+# The reasons in the user's language
+
+def test_every_refusal_reason_has_a_translated_message() -> None:
+    from django.utils import translation
+
+    from clusters.inventory.forms import _KUBECONFIG_REASONS, kubeconfig_reason
+
+    cases = {
+        "exec": kubeconfig(("x", "https://x:6443", {"exec": {"command": "aws"}}, "ns"),
+                           current="x"),
+        "yaml": "a: [unclosed",
+        "contexts": kubeconfig(("a", "https://a:6443", {"token": "t"}, None),
+                               ("b", "https://b:6443", {"token": "t"}, None)),
+    }
+    codes = set()
+    for text in cases.values():
+        with pytest.raises(KubeconfigError) as refused:
+            read_context(text)
+        codes.add(refused.value.code)
+        assert refused.value.code in _KUBECONFIG_REASONS
+        with translation.override("zh-hans"):
+            chinese = kubeconfig_reason(refused.value)
+        assert chinese != str(refused.value) and chinese.isascii() is False
+    assert codes == {"unsupported_user", "not_yaml", "choose_context"}
+
+
+def test_the_page_and_the_api_refuse_an_exec_user_in_chinese(
+    admin_client: Client, admin_user: Any, api_client_for: Any,
+) -> None:
+    text = kubeconfig(("eks", "https://eks:443", {"exec": {"command": "aws"}}, "ns"),
+                      current="eks")
+    page = admin_client.post("/clusters/add/kubeconfig/", {"name": "eks", "kubeconfig": text},
+                             HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert "无法使用此 kubeconfig：不支持使用 exec 的用户" in page
+    assert "客户端证书与密钥" in page and "are not supported" not in page
+    answer = api_client_for(admin_user).post(
+        "/api/v1/clusters/from-kubeconfig/", {"name": "eks", "kubeconfig": text},
+        format="json", HTTP_ACCEPT_LANGUAGE="zh-hans")
+    assert answer.status_code == 400
+    assert "不支持使用 exec 的用户" in str(answer.json())
+    assert not Cluster.objects.filter(name="eks").exists()
