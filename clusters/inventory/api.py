@@ -19,6 +19,7 @@ from rest_framework.views import APIView
 from clusters.access import MAX_TEMPLATE, validate_command_template, validate_url_template
 from clusters.inventory.forms import (
     MAX_KUBECONFIG,
+    client_certificate_problems,
     kubeconfig_create_arguments,
     kubeconfig_refusal,
 )
@@ -152,7 +153,8 @@ class ClusterKubeconfigSerializer(serializers.Serializer):
 
 
 class ClusterUpdateSerializer(AccessTemplatesSerializer):
-    """Every field optional; an empty `token`/`ca_cert` removes the stored one."""
+    """Every field optional; an empty `token`/`ca_cert` removes the stored one; a client
+    certificate and key are replaced together (both given) or removed together (both empty)."""
 
     namespace = serializers.CharField(max_length=63, required=False)
     api_url = serializers.CharField(
@@ -164,12 +166,27 @@ class ClusterUpdateSerializer(AccessTemplatesSerializer):
     ca_cert = serializers.CharField(
         required=False, allow_blank=True, write_only=True, trim_whitespace=False
     )
+    client_cert = serializers.CharField(
+        required=False, allow_blank=True, write_only=True, trim_whitespace=False,
+        help_text="PEM client certificate; with client_key. Both empty: remove them.")
+    client_key = serializers.CharField(
+        required=False, allow_blank=True, write_only=True, trim_whitespace=False,
+        help_text="PEM private key of client_cert.")
     verify_tls = serializers.BooleanField(required=False)
     enabled = serializers.BooleanField(required=False)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if "name" in self.initial_data:
             raise serializers.ValidationError({"name": _("A cluster's name cannot change.")})
+        if ("client_cert" in attrs) != ("client_key" in attrs):
+            missing = "client_key" if "client_cert" in attrs else "client_cert"
+            raise serializers.ValidationError({missing: [
+                _("Send the client certificate and its key together.")]})
+        if "client_cert" in attrs:
+            problems = client_certificate_problems(attrs["client_cert"], attrs["client_key"])
+            if problems:
+                raise serializers.ValidationError(
+                    {field: [str(message)] for field, message in problems.items()})
         return attrs
 
 

@@ -61,6 +61,17 @@ class ClusterForm(forms.Form):
         widget=SecretTextarea(attrs={"rows": 4, "autocomplete": "off"}),
     )
     clear_ca_cert = forms.BooleanField(label=_("Remove the stored CA certificate"), required=False)
+    client_cert = forms.CharField(
+        label=_("Client certificate (PEM)"), required=False, strip=False,
+        widget=SecretTextarea(attrs={"rows": 4, "autocomplete": "off"}),
+        help_text=_("With its key below: RLark signs in with this certificate."),
+    )
+    client_key = forms.CharField(
+        label=_("Client key (PEM)"), required=False, strip=False,
+        widget=SecretTextarea(attrs={"rows": 4, "autocomplete": "off"}),
+    )
+    clear_client_certificate = forms.BooleanField(
+        label=_("Remove the stored client certificate and key"), required=False)
     verify_tls = forms.BooleanField(label=_("Verify the server's TLS certificate"), required=False)
     enabled = forms.BooleanField(label=_("Poll this cluster"), required=False)
     tensorboard_url_template = forms.CharField(
@@ -99,6 +110,7 @@ class ClusterForm(forms.Form):
         super().__init__(*args, **kwargs)
         if cluster is None:
             del self.fields["clear_token"], self.fields["clear_ca_cert"]
+            del self.fields["clear_client_certificate"]
         else:
             self.fields["name"].disabled = True
             stored = _("A value is stored; leave blank to keep it.")
@@ -106,6 +118,29 @@ class ClusterForm(forms.Form):
                 self.fields["token"].help_text = stored
             if cluster.ca_cert_encrypted:
                 self.fields["ca_cert"].help_text = stored
+            if cluster.client_cert_encrypted:
+                self.fields["client_cert"].help_text = _(
+                    "A certificate and its key are stored; leave both blank to keep them, or "
+                    "enter both to replace them.")
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        problems = client_certificate_problems(
+            cleaned.get("client_cert") or "", cleaned.get("client_key") or "",
+            clearing=bool(cleaned.get("clear_client_certificate")))
+        for field, message in problems.items():
+            self.add_error(field, message)
+        return cleaned
+
+    def _client_certificate(self) -> dict[str, str | None]:
+        """The new certificate and key: both to store, both "" to remove, both None to keep."""
+        data = self.cleaned_data
+        if self.cluster is not None and data.get("clear_client_certificate"):
+            return {"client_cert": "", "client_key": ""}
+        cert, key = data.get("client_cert") or "", data.get("client_key") or ""
+        if self.cluster is not None and not cert:
+            return {"client_cert": None, "client_key": None}
+        return {"client_cert": cert, "client_key": key}
 
     def _secret(self, field: str) -> str | None:
         """The new value of a credential: text to store, "" to remove, None to keep."""
@@ -123,6 +158,7 @@ class ClusterForm(forms.Form):
             "token": self._secret("token") or "", "ca_cert": self._secret("ca_cert") or "",
             "verify_tls": data["verify_tls"], "enabled": data["enabled"],
             **{field: data[field] for field in self.TEMPLATES},
+            **{k: v or "" for k, v in self._client_certificate().items()},
         }
 
     def update_arguments(self) -> dict[str, Any]:
@@ -132,7 +168,31 @@ class ClusterForm(forms.Form):
             "token": self._secret("token"), "ca_cert": self._secret("ca_cert"),
             "verify_tls": data["verify_tls"], "enabled": data["enabled"],
             **{field: data[field] for field in self.TEMPLATES},
+            **self._client_certificate(),
         }
+
+
+def client_certificate_problems(cert: str, key: str, *, clearing: bool = False
+                                ) -> dict[str, Any]:
+    """What is wrong with a client certificate and key given together (field: message); the
+    page and the API alike. Both or neither; PEM blocks of the right kind."""
+    if clearing:
+        if cert or key:
+            return {"clear_client_certificate": _(
+                "Either remove the stored certificate or enter a new one, not both.")}
+        return {}
+    if not cert and not key:
+        return {}
+    if not cert:
+        return {"client_cert": _("A client key needs its certificate.")}
+    if not key:
+        return {"client_key": _("A client certificate needs its key.")}
+    problems: dict[str, Any] = {}
+    if "-----BEGIN CERTIFICATE-----" not in cert:
+        problems["client_cert"] = _("Paste a PEM certificate (-----BEGIN CERTIFICATE-----).")
+    if not ("-----BEGIN " in key and "PRIVATE KEY-----" in key):
+        problems["client_key"] = _("Paste a PEM private key (-----BEGIN ... PRIVATE KEY-----).")
+    return problems
 
 
 _SUPPORTED_USERS = _("a bearer token (token) or a client certificate and key "
