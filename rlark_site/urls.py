@@ -10,7 +10,7 @@ from drf_spectacular.views import (
 )
 
 from rlark_site import health, views
-from rlark_site.foundation import metrics
+from rlark_site.foundation import metrics, sso
 from rlark_site.foundation.tenancy import api as tenancy_api
 
 api_v1: list[URLPattern | URLResolver] = [
@@ -27,7 +27,7 @@ api_v1: list[URLPattern | URLResolver] = [
 urlpatterns = [
     path("", views.home, name="home"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("logout/", sso.LogoutView.as_view(), name="logout"),
     path("oidc/", include("mozilla_django_oidc.urls")),
     path("team/switch/", views.switch_team, name="switch-team"),
     path("account/tokens/", views.tokens, name="tokens"),

@@ -4,7 +4,9 @@ The provider's endpoints are read from `RLARK_OIDC_ISSUER/.well-known/openid-con
 (once per process); a user is found or created by the username claim; SSO never signs anyone
 into a local account (one with a usable password, such as the break-glass admin). With
 `RLARK_OIDC_ADMIN_GROUPS` / `RLARK_OIDC_TEAM_GROUPS` set, each sign-in brings platform-admin
-status and the mapped team memberships in line with the groups claim.
+status and the mapped team memberships in line with the groups claim. Logging out of a
+session that SSO signed in also ends the provider's session (RP-initiated logout) when the
+discovery document names an `end_session_endpoint`.
 """
 
 from __future__ import annotations
@@ -13,13 +15,16 @@ import logging
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
+from urllib.parse import urlencode
 
 import requests
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth import views as auth_views
 from django.core.exceptions import SuspiciousOperation
 from django.db import transaction
-from django.http import Http404, HttpRequest
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import resolve_url
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.utils import import_from_settings
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
@@ -80,6 +85,40 @@ class CallbackView(OIDCAuthenticationCallbackView):
     def get(self, request: HttpRequest) -> Any:
         _require_enabled()
         return super().get(request)
+
+
+ID_TOKEN_SESSION_KEY = "oidc_id_token"  # where mozilla-django-oidc keeps it (OIDC_STORE_ID_TOKEN)
+
+
+def provider_logout_url(request: HttpRequest, id_token: str) -> str | None:
+    """The provider's end-session URL for a session SSO signed in (None: the provider has
+    none, or its discovery document cannot be read; the local logout still happens)."""
+    if not (settings.RLARK_OIDC_ENABLED and id_token):
+        return None
+    try:
+        endpoint = discovery(settings.RLARK_OIDC_ISSUER).get("end_session_endpoint")
+    except (requests.RequestException, SuspiciousOperation, ValueError) as exc:
+        logger.warning("SSO logout: the provider's discovery document cannot be read: %s", exc)
+        return None
+    if not endpoint:
+        return None
+    back = request.build_absolute_uri(resolve_url(settings.LOGOUT_REDIRECT_URL))
+    return f"{endpoint}?" + urlencode({
+        "id_token_hint": id_token, "client_id": settings.OIDC_RP_CLIENT_ID,
+        "post_logout_redirect_uri": back,
+    })
+
+
+class LogoutView(auth_views.LogoutView):
+    """Django's logout (POST); a session SSO signed in then goes on to the provider's
+    end-session endpoint, which signs the user out there too and sends them back to the
+    login page."""
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        id_token = str(request.session.get(ID_TOKEN_SESSION_KEY) or "")
+        response = super().post(request, *args, **kwargs)
+        provider = provider_logout_url(request, id_token)
+        return HttpResponseRedirect(provider) if provider else response
 
 
 @dataclass(frozen=True)

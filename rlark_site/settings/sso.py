@@ -28,6 +28,8 @@ OIDC_VERIFY_SSL = True
 OIDC_TIMEOUT = env_int("RLARK_OIDC_TIMEOUT", 10)
 OIDC_USE_NONCE = True
 OIDC_USE_PKCE = True
+# Kept in the session for RP-initiated logout (`id_token_hint`; foundation.sso.LogoutView).
+OIDC_STORE_ID_TOKEN = True
 OIDC_AUTHENTICATE_CLASS = "rlark_site.foundation.sso.AuthenticateView"
 OIDC_CALLBACK_CLASS = "rlark_site.foundation.sso.CallbackView"
 OIDC_AUTHENTICATION_CALLBACK_URL = "oidc_authentication_callback"

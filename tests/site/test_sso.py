@@ -44,6 +44,8 @@ class Provider:
     audience: str = CLIENT_ID
     codes: dict[str, dict[str, Any]] = field(default_factory=dict)
     token_requests: list[dict[str, list[str]]] = field(default_factory=list)
+    end_session: bool = True  # whether discovery names an end_session_endpoint
+    issued: list[str] = field(default_factory=list)  # the ID tokens handed out
 
     def jwks(self) -> dict[str, Any]:
         jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self.key.public_key()))
@@ -53,7 +55,9 @@ class Provider:
         now = int(time.time())
         payload = {"iss": self.url, "aud": self.audience, "sub": self.claims["sub"],
                    "nonce": nonce, "iat": now, "exp": now + 300}
-        return jwt.encode(payload, self.key, algorithm="RS256", headers={"kid": "k1"})
+        token = jwt.encode(payload, self.key, algorithm="RS256", headers={"kid": "k1"})
+        self.issued.append(token)
+        return token
 
 
 def _handler(provider: Provider) -> type[BaseHTTPRequestHandler]:
@@ -73,11 +77,14 @@ def _handler(provider: Provider) -> type[BaseHTTPRequestHandler]:
             parts = urlsplit(self.path)
             query = {k: v[0] for k, v in parse_qs(parts.query).items()}
             if parts.path == "/.well-known/openid-configuration":
-                self._json({"issuer": provider.url,
+                document = {"issuer": provider.url,
                             "authorization_endpoint": f"{provider.url}/authorize",
                             "token_endpoint": f"{provider.url}/token",
                             "userinfo_endpoint": f"{provider.url}/userinfo",
-                            "jwks_uri": f"{provider.url}/jwks"})
+                            "jwks_uri": f"{provider.url}/jwks"}
+                if provider.end_session:
+                    document["end_session_endpoint"] = f"{provider.url}/logout"
+                self._json(document)
             elif parts.path == "/jwks":
                 self._json(provider.jwks())
             elif parts.path == "/authorize":
@@ -129,6 +136,7 @@ def provider(running_provider: Provider, db: None) -> Iterator[Provider]:
     running_provider.claims = {"sub": "u-1", "preferred_username": "dana",
                                "email": "dana@example.com", "groups": []}
     running_provider.audience = CLIENT_ID
+    running_provider.end_session = True
     sso.discovery.cache_clear()
     with override_settings(RLARK_OIDC_ENABLED=True, RLARK_OIDC_ISSUER=running_provider.url,
                            OIDC_RP_CLIENT_ID=CLIENT_ID, OIDC_RP_CLIENT_SECRET=CLIENT_SECRET,
@@ -238,3 +246,35 @@ def test_team_mapping_entries_are_checked() -> None:
     assert sso.team_grants(["g=t"]) == [sso.TeamGrant(group="g", team="t", role="member")]
     with pytest.raises(ValueError, match="group=team-slug:role"):
         sso.team_grants(["g=t:owner"])
+
+
+# RP-initiated logout
+
+def test_logging_out_ends_the_providers_session_too(client: Client, provider: Provider) -> None:
+    sign_in(client, provider)
+    response = client.post("/logout/")
+    assert response.status_code == 302
+    target = urlsplit(response["Location"])
+    assert f"{target.scheme}://{target.netloc}{target.path}" == f"{provider.url}/logout"
+    query = {k: v[0] for k, v in parse_qs(target.query).items()}
+    assert query == {"id_token_hint": provider.issued[-1], "client_id": CLIENT_ID,
+                     "post_logout_redirect_uri": "http://testserver/login/"}
+    assert client.get("/jobs/").status_code == 302  # signed out here as well
+
+
+def test_without_an_end_session_endpoint_logout_stays_local(
+    client: Client, provider: Provider,
+) -> None:
+    provider.end_session = False
+    sign_in(client, provider)
+    response = client.post("/logout/")
+    assert response.status_code == 302 and response["Location"] == "/login/"
+    assert client.get("/jobs/").status_code == 302
+
+
+def test_a_password_session_logs_out_locally_with_sso_on(
+    client: Client, provider: Provider, admin_user: Any,
+) -> None:
+    client.post("/login/", {"username": admin_user.username, "password": PASSWORD})
+    response = client.post("/logout/")
+    assert response.status_code == 302 and response["Location"] == "/login/"
