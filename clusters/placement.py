@@ -26,12 +26,15 @@ from rlark_site.foundation.findings import Finding, new_finding
 from rlark_site.foundation.findings import translate as _
 
 __all__ = [
+    "CONFIRMABLE_CODES",
     "LISTED_NODES_MAX",
     "PLACEMENT_CODES",
     "MatchFacts",
     "device_capacity_finding",
     "gpu_finding",
     "host_path_finding",
+    "request_placement_findings",
+    "request_refusals",
     "selector_placement_findings",
 ]
 
@@ -47,6 +50,12 @@ PLACEMENT_CODES = (
     "gpu.unconfirmed",
     "device.exceeds_capacity",
     "mount.host_path.unconfirmed",
+)
+
+# The placement errors an admin's confirmation on the verification lifts: asking for that
+# confirmation is what a verification request is for.
+CONFIRMABLE_CODES = frozenset(
+    {"gpu.unconfirmed", "device.exceeds_capacity", "mount.host_path.unconfirmed"}
 )
 
 
@@ -227,3 +236,43 @@ def host_path_finding(
         field=field,
         host_path=path,
     )
+
+
+def request_placement_findings(
+    match: MatchFacts,
+    *,
+    cluster: str,
+    for_header_role: bool,
+    gpu: int,
+    devices: Mapping[str, int],
+    host_paths: Collection[str],
+    confirmed_gpu: int | None = None,
+    confirmed_devices: Mapping[str, int] | None = None,
+    confirmed_host_paths: Collection[str] = (),
+) -> list[Finding]:
+    """The placement rules on a verification request's matches, with what it asks an admin to
+    confirm (`gpu`, `devices`, `host_paths`) and what was confirmed. Fields are the request's
+    own (`selector`, `for_header_role`, `requested_gpu`, `requested_devices.<name>`,
+    `requested_host_paths`)."""
+    findings = selector_placement_findings(
+        match, cluster=cluster, header=for_header_role, header_field="for_header_role"
+    )
+    confirmed = dict(confirmed_devices or {})
+    paths = set(confirmed_host_paths)
+    extra = [
+        gpu_finding(match, gpus=gpu, confirmed_gpu=confirmed_gpu, field="requested_gpu"),
+        *(
+            device_capacity_finding(match, name=name, count=count, confirmed_devices=confirmed,
+                                    field=f"requested_devices.{name}")
+            for name, count in sorted(devices.items())
+        ),
+        *(host_path_finding(path, confirmed_paths=paths, field="requested_host_paths")
+          for path in host_paths),
+    ]
+    return findings + [f for f in extra if f is not None]
+
+
+def request_refusals(findings: list[Finding]) -> list[Finding]:
+    """The errors no admin's confirmation can lift: a request with any of them is refused (an
+    admin could only reject it, and no job could be submitted with that selector)."""
+    return [f for f in findings if f.severity == "error" and f.code not in CONFIRMABLE_CODES]

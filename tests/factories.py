@@ -104,3 +104,52 @@ def confirmed_parameters(job: Any, *, admin: Any, user: Any | None = None) -> An
     if parameters.confirmation_state != "pending" or parameters.confirmation_job_id != job.pk:
         parameters = confirmation_request(parameters=parameters, user=actor, job=job)
     return confirmation_confirm(parameters_id=parameters.pk, admin=admin, note="checked")
+
+
+def stored_request(*, team: Any, user: Any, cluster: str, selector: dict[str, str],
+                   for_header_role: bool = False, requested_gpu: int | None = None,
+                   requested_devices: dict[str, int] | None = None,
+                   requested_host_paths: list[str] | None = None) -> Any:
+    """A pending verification row written directly, with the snapshot the request service stores
+    for today's matches (its own `_snapshot`), whatever the placement checks say.
+
+    Only for tests about how a request with failing checks is shown or judged: the service
+    refuses to create one (a pending request gets there only when the inventory drifts after it
+    was made; `drifted_request` takes that route).
+    """
+    from clusters.matching import match_selector
+    from clusters.models import Verification
+    from clusters.verifications.selectors import selector_key_text
+    from clusters.verifications.services import _generations, _snapshot
+
+    target = Cluster.objects.get(name=cluster)
+    return Verification.objects.create(
+        team=team, cluster=target, selector=selector, selector_key=selector_key_text(selector),
+        for_header_role=for_header_role, requested_gpu=requested_gpu,
+        requested_devices=requested_devices or {},
+        requested_host_paths=sorted(requested_host_paths or []), requested_by=user,
+        **_snapshot(match_selector(selector), target, _generations()),
+    )
+
+
+def drifted_request(*, hidden: list[str], **request: Any) -> Any:
+    """A request made while the nodes named `hidden` were gone from the inventory (so it passed
+    the placement checks), after which they came back and the open request followed the
+    inventory (`verifications_follow_inventory`), as a poll would have it."""
+    from clusters.verifications.services import (
+        verification_request,
+        verifications_follow_inventory,
+    )
+
+    nodes = Node.objects.filter(name__in=hidden)
+    clusters = list(Cluster.objects.filter(nodes__name__in=hidden).distinct())
+    assert len(clusters) >= 1 and nodes.count() == len(hidden), hidden
+    nodes.update(gone=True)
+    verification = verification_request(**request)
+    nodes.update(gone=False)
+    for cluster in clusters:
+        Cluster.objects.filter(pk=cluster.pk).update(generation=cluster.generation + 1)
+        cluster.refresh_from_db()
+        verifications_follow_inventory(cluster=cluster)
+    verification.refresh_from_db()
+    return verification

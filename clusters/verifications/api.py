@@ -11,6 +11,7 @@ from typing import Any
 from django.utils.translation import gettext as _
 from drf_spectacular.utils import (
     OpenApiParameter,
+    OpenApiResponse,
     extend_schema,
     extend_schema_field,
     inline_serializer,
@@ -332,9 +333,13 @@ class VerificationsView(APIView):
 
     @extend_schema(request=VerificationRequestSerializer,
                    responses={201: VerificationRequestedSerializer,
-                              200: VerificationRequestedSerializer})
+                              200: VerificationRequestedSerializer,
+                              422: OpenApiResponse(description=(
+                                  "the selector fails automated checks no admin can lift; "
+                                  "`findings` lists them"))})
     def post(self, request: Request) -> Response:
-        """Request verification; an open identical request is reused (200, `reused: true`)."""
+        """Request verification; an open identical request is reused (200, `reused: true`).
+        A selector that already fails the placement rules is refused: 422 with `findings`."""
         data = VerificationRequestSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data

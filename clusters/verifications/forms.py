@@ -40,6 +40,9 @@ def _at_most(items: _Sized, limit: int) -> _Sized:
 
 
 class VerificationRequestForm(forms.Form):
+    # The findings a refused request was answered with (shown under the form's errors).
+    refusal_findings: list[dict[str, Any]] = []
+
     cluster = forms.ModelChoiceField(
         queryset=Cluster.objects.order_by("name"), to_field_name="name", label=_("Cluster"),
     )

@@ -20,13 +20,7 @@ from clusters.matching import (
     match_selector,
 )
 from clusters.models import Cluster, Verification, VerificationState
-from clusters.placement import (
-    MatchFacts,
-    device_capacity_finding,
-    gpu_finding,
-    host_path_finding,
-    selector_placement_findings,
-)
+from clusters.placement import MatchFacts, request_placement_findings
 from clusters.types import (
     ConditionClusters,
     MatchedNode,
@@ -330,26 +324,12 @@ def verification_checks(verification: Verification, match: MatchFacts) -> list[F
     """The placement rules (`clusters.placement`, the same code the job's findings engine runs)
     on a request's matches, with the asks and confirmations recorded on the request."""
     v = verification
-    findings = selector_placement_findings(
-        match, cluster=v.cluster.name, header=v.for_header_role, header_field="for_header_role"
+    return request_placement_findings(
+        match, cluster=v.cluster.name, for_header_role=v.for_header_role,
+        gpu=v.requested_gpu or 0, devices=v.requested_devices,
+        host_paths=v.requested_host_paths, confirmed_gpu=v.confirmed_gpu,
+        confirmed_devices=v.confirmed_devices, confirmed_host_paths=v.confirmed_host_paths,
     )
-    gpu = gpu_finding(
-        match, gpus=v.requested_gpu or 0, confirmed_gpu=v.confirmed_gpu, field="requested_gpu"
-    )
-    devices = [
-        device_capacity_finding(
-            match, name=name, count=count, confirmed_devices=v.confirmed_devices,
-            field=f"requested_devices.{name}",
-        )
-        for name, count in sorted(v.requested_devices.items())
-    ]
-    host_paths = [
-        host_path_finding(
-            path, confirmed_paths=set(v.confirmed_host_paths), field="requested_host_paths"
-        )
-        for path in v.requested_host_paths
-    ]
-    return findings + [f for f in (gpu, *devices, *host_paths) if f is not None]
 
 
 def _snapshot_differs(verification: Verification, reached: ConditionClusters,

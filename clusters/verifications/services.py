@@ -22,6 +22,7 @@ from django.utils.translation import gettext as _
 
 from clusters.matching import NODES_PAGE_DEFAULT, match_many, match_selector, parse_selector_input
 from clusters.models import Cluster, Node, Verification, VerificationState
+from clusters.placement import request_placement_findings, request_refusals
 from clusters.types import DEVICE_PREFIX, MatchedNode, SelectorMatch, node_ref
 from clusters.verifications.selectors import selector_key_text
 from rlark_site.foundation.exceptions import ApplicationError, NotFoundError
@@ -223,6 +224,22 @@ def _reuse(existing: Verification, asks: Asks, note: str) -> RequestOutcome | No
     return None
 
 
+def _refuse_failing(match: SelectorMatch, cluster: Cluster, asks: Asks) -> None:
+    """Refuse a request whose selector already fails a placement rule no admin's confirmation
+    lifts (`clusters.placement.request_refusals`): 422 with those findings."""
+    refusals = request_refusals(request_placement_findings(
+        match, cluster=cluster.name, for_header_role=asks.for_header_role, gpu=asks.gpu or 0,
+        devices=dict(asks.devices), host_paths=asks.host_paths,
+    ))
+    if refusals:
+        raise ApplicationError(
+            _("This selector fails the automated checks; fix it before asking an admin to "
+              "verify it."),
+            extra={"findings": [f.as_dict() for f in refusals]},
+            status_code=422,
+        )
+
+
 def verification_request_outcome(
     *, team: Team, user: AnyUser, cluster: Cluster, selector: Mapping[str, str],
     for_header_role: bool = False, requested_gpu: int | None = None,
@@ -232,6 +249,11 @@ def verification_request_outcome(
 ) -> RequestOutcome:
     """Request verification of (cluster, selector) for `team`, or reuse the open one.
 
+    Refused (422, with the findings) when today's matches already fail a placement rule that no
+    admin's confirmation lifts: no match, a Header role's selector not matching exactly one
+    node, nodes outside `cluster`, no condition confining the matches to it, more GPUs than the
+    matched nodes have. Asking for GPU, device or host-path confirmations is what a request is
+    for, so those findings do not refuse it.
     The global matches are computed at once and stored with the inventory generations of every
     cluster involved. An open (pending or approved) request for the exact same combination
     that already asks for everything asked here is returned instead of a new one; a pending
@@ -252,6 +274,8 @@ def verification_request_outcome(
     key = selector_key_text(clean)
     with transaction.atomic(), pghistory.context(user=user.pk, team=team.slug):
         lock_combination(team, cluster, key)
+        match = match_selector(clean)
+        _refuse_failing(match, cluster, asks)
         open_requests = Verification.objects.filter(
             team=team, cluster=cluster, selector_key=key, state__in=OPEN_STATES
         ).order_by("-created_at", "-id")
@@ -261,7 +285,6 @@ def verification_request_outcome(
                 return outcome
             asks = asks.merged(_asks_of(existing))
         generations = _generations()
-        match = match_selector(clean)
         verification = Verification.objects.create(
             team=team, cluster=cluster, selector=clean, selector_key=key,
             for_header_role=asks.for_header_role, requested_gpu=asks.gpu,

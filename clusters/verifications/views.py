@@ -130,8 +130,7 @@ def _submit_request(request: HttpRequest, form: VerificationRequestForm) -> bool
         )
     except ApplicationError as exc:
         form.add_error(None, exc.message)
-        for finding in exc.extra.get("findings", []):
-            form.add_error(None, finding["message"])
+        form.refusal_findings = list(exc.extra.get("findings", []))
         return False
     _request_outcome_message(request, outcome.reused, outcome.updated)
     return True

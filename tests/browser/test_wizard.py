@@ -131,12 +131,14 @@ def _step_2_actor(j: Journey) -> None:
         expect(page.locator("#f-roles-0-selector-findings")).to_contain_text(
             "Header 角色的选择器必须恰好匹配 1 个节点；当前匹配到 2 个。")
     expect(page.locator("#role-0-verification-state")).to_have_attribute("data-state", "")
+    # A selector that already fails the automated checks is not sent to the admins.
     page.click("#role-0-request-verification")
-    expect(page.locator("#role-0-verification-state")).to_have_attribute("data-state", "pending")
-    expect(page.locator("#role-0-request-verification")).to_have_count(0)
-    if j.lang == "zh-hans":
-        expect(page.locator("#role-0-verification")).to_contain_text(
-            "已申请。平台管理员将在验证队列中审核。")
+    refusal = page.locator("#role-0-verification .finding.error")
+    expect(refusal).to_contain_text(
+        "Header 角色的选择器必须恰好匹配 1 个节点；当前匹配到 2 个。" if j.lang == "zh-hans"
+        else "The Header role's selector must match exactly 1 node; it matches 2.")
+    expect(page.locator("#role-0-verification-state")).to_have_attribute("data-state", "")
+    j.shot("2-actor-request-refused")
     page.fill("#f-roles-0-gpus", "8")
     page.fill("#f-roles-0-image", IMAGE)
     # Every field's findings follow the form before it is saved.
@@ -283,9 +285,8 @@ def _run_journey(page: Page, live_server: Any, world: dict[str, Any], lang: str)
     assert job.state == JobState.QUEUED
     assert [r.name for r in job.roles.all()] == ["Actor", "Rollout", "Environment"]
     assert dict(map(tuple, job.roles.get(position=0).selector)) == ACTOR
-    requested = Verification.objects.get(state="pending")
-    assert requested.selector == {"rlinf.io/pool": "a100-head"} and requested.for_header_role
-    assert (requested.requested_for_job, requested.requested_for_role) == ("ppo-math-7b", "Actor")
+    # The refused request for the two-node head pool left no row for the admins.
+    assert not Verification.objects.filter(selector={"rlinf.io/pool": "a100-head"}).exists()
 
 
 def test_a_member_creates_an_rl_job_in_english(

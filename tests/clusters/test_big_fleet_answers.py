@@ -20,7 +20,7 @@ from rest_framework.test import APIClient
 from clusters.matching import NODES_PAGE_DEFAULT, NODES_PAGE_MAX
 from clusters.models import Cluster, Node, Verification
 from clusters.signals import inventory_changed
-from tests.factories import bulk_fleet
+from tests.factories import bulk_fleet, stored_request
 
 pytestmark = pytest.mark.django_db
 
@@ -53,6 +53,13 @@ def request_broad(client: APIClient) -> Any:
     return client.post(VERIFICATIONS, {"cluster": "big-00", "selector": BROAD}, format="json")
 
 
+def stored_broad(team: Any, member: Any) -> dict[str, Any]:
+    """A pending request for the broad selector, written directly (the request service refuses
+    it: its matches lie in four clusters), as the queue and the snapshot pages meet it."""
+    verification = stored_request(team=team, user=member, cluster="big-00", selector=BROAD)
+    return {"id": verification.pk}
+
+
 def test_a_broad_match_counts_every_node_and_lists_one_page(
     member: Any, api_client_for: ApiClient
 ) -> None:
@@ -82,12 +89,26 @@ def test_a_page_larger_than_the_maximum_is_refused(member: Any, api_client_for: 
     assert response.status_code == 400
 
 
-def test_a_verification_answer_is_bounded_and_its_snapshot_complete(
+def test_a_broad_request_is_refused_with_a_bounded_answer(
     member: Any, api_client_for: ApiClient
 ) -> None:
     response = request_broad(api_client_for(member))
     body = response.json()
-    assert response.status_code == 201
+    assert response.status_code == 422
+    assert len(response.content) < ANSWER_BYTES_MAX
+    cross = next(f for f in body["findings"] if f["code"] == "selector.cross_cluster")
+    assert cross["detail"]["count"] == TOTAL - PER_CLUSTER
+    assert len(cross["detail"]["nodes"]) == 50
+    assert not Verification.objects.exists()
+
+
+def test_a_verification_answer_is_bounded_and_its_snapshot_complete(
+    team: Any, member: Any, api_client_for: ApiClient
+) -> None:
+    created = stored_broad(team, member)
+    response = api_client_for(member).get(f"{VERIFICATIONS}{created['id']}/")
+    body = response.json()
+    assert response.status_code == 200
     assert len(response.content) < ANSWER_BYTES_MAX
     assert (body["count"], body["per_cluster"]) == (TOTAL, expected_per_cluster())
     assert (len(body["matches"]), body["matches_next_offset"]) == (
@@ -100,10 +121,10 @@ def test_a_verification_answer_is_bounded_and_its_snapshot_complete(
 
 
 def test_the_verification_detail_pages_through_its_snapshot(
-    member: Any, api_client_for: ApiClient
+    team: Any, member: Any, api_client_for: ApiClient
 ) -> None:
     client = api_client_for(member)
-    created = request_broad(client).json()
+    created = stored_broad(team, member)
     page = client.get(
         f"{VERIFICATIONS}{created['id']}/", {"nodes_offset": TOTAL - 15, "nodes_limit": 20}
     ).json()
@@ -112,18 +133,20 @@ def test_the_verification_detail_pages_through_its_snapshot(
     assert page["matches_next_offset"] is None
 
 
-def test_the_verification_list_stays_small(member: Any, api_client_for: ApiClient) -> None:
+def test_the_verification_list_stays_small(
+    team: Any, member: Any, api_client_for: ApiClient
+) -> None:
     client = api_client_for(member)
-    request_broad(client)
+    stored_broad(team, member)
     response = client.get(VERIFICATIONS)
     assert len(response.content) < ANSWER_BYTES_MAX
     assert response.json()["results"][0]["count"] == TOTAL
 
 
 def test_the_admin_queue_shows_counts_and_a_few_nodes(
-    member: Any, admin_user: Any, api_client_for: ApiClient, client: Client
+    team: Any, member: Any, admin_user: Any, client: Client
 ) -> None:
-    request_broad(api_client_for(member))
+    stored_broad(team, member)
     client.force_login(admin_user)
     page = client.get("/clusters/verifications/queue/")
     html = page.content.decode()
@@ -135,9 +158,9 @@ def test_the_admin_queue_shows_counts_and_a_few_nodes(
 
 
 def test_the_snapshot_pages_list_every_node_once(
-    member: Any, api_client_for: ApiClient, client: Client
+    team: Any, member: Any, client: Client
 ) -> None:
-    created = request_broad(api_client_for(member)).json()
+    created = stored_broad(team, member)
     client.force_login(member)
     seen: list[str] = []
     for number in range(1, TOTAL // 200 + 1):
@@ -149,9 +172,9 @@ def test_the_snapshot_pages_list_every_node_once(
 
 
 def test_another_teams_snapshot_pages_are_not_found(
-    member: Any, outsider: Any, api_client_for: ApiClient, client: Client
+    team: Any, member: Any, outsider: Any, client: Client
 ) -> None:
-    created = request_broad(api_client_for(member)).json()
+    created = stored_broad(team, member)
     client.force_login(outsider)
     assert client.get(f"/clusters/verifications/{created['id']}/nodes/").status_code == 404
 
@@ -176,11 +199,10 @@ def test_a_repeated_match_is_answered_from_the_cache_until_the_inventory_changes
 
 
 def test_the_admin_queue_reads_no_snapshot_and_its_queries_do_not_grow_with_requests(
-    member: Any, admin_user: Any, api_client_for: ApiClient, client: Client,
+    team: Any, member: Any, admin_user: Any, client: Client,
     django_assert_max_num_queries: Any
 ) -> None:
-    api = api_client_for(member)
-    request_broad(api)
+    stored_broad(team, member)
     client.force_login(admin_user)
     sql: list[str] = []
 
@@ -194,17 +216,16 @@ def test_the_admin_queue_reads_no_snapshot_and_its_queries_do_not_grow_with_requ
     assert sql
     assert not [q for q in sql if "jsonb_array_elements" in q or "jsonb_path_query_array" in q]
     for cluster in range(1, CLUSTERS):  # three more requests (same selector, other clusters)
-        api.post(VERIFICATIONS, {"cluster": f"big-{cluster:02d}", "selector": BROAD},
-                 format="json")
+        stored_request(team=team, user=member, cluster=f"big-{cluster:02d}", selector=BROAD)
     with django_assert_max_num_queries(len(sql)):
         html = client.get("/clusters/verifications/queue/").content.decode()
     assert html.count('<article class="card verification"') == CLUSTERS
 
 
 def test_snapshots_kept_before_previews_show_the_same_nodes(
-    member: Any, admin_user: Any, api_client_for: ApiClient, client: Client
+    team: Any, member: Any, admin_user: Any, client: Client
 ) -> None:
-    request_broad(api_client_for(member))
+    stored_broad(team, member)
     client.force_login(admin_user)
 
     def queue() -> str:  # without the per-request CSRF tokens

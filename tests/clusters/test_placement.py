@@ -17,20 +17,22 @@ from hypothesis import strategies as st
 from clusters.matching import match_selector
 from clusters.models import Cluster, Verification
 from clusters.placement import (
+    CONFIRMABLE_CODES,
     LISTED_NODES_MAX,
     PLACEMENT_CODES,
     device_capacity_finding,
     gpu_finding,
     host_path_finding,
+    request_placement_findings,
+    request_refusals,
     selector_placement_findings,
 )
 from clusters.types import ClusterFacts, MatchedNode, SelectorMatch, VerificationView
 from clusters.verifications.selectors import verification_checks, verification_result
-from clusters.verifications.services import verification_request
 from jobs.core.findings import check
 from jobs.core.spec import CheckContext, JobSpec, Mount, RoleSpec, selector_key
 from rlark_site.foundation.findings import Finding
-from tests.factories import load_fleet_rows
+from tests.factories import load_fleet_rows, stored_request
 
 CLUSTER = "gpu-a"
 CONDITION = ("rlinf.io/pool", "a100")
@@ -250,8 +252,9 @@ def test_a_stored_request_and_a_job_on_the_same_inventory_agree(team: Any, membe
     selector = {"rlinf.io/gpu-model": "a100"}  # 13 nodes in gpu-a, 4 in gpu-b
     asks: dict[str, Any] = {"header": True, "gpus": 16, "devices": {"rlinf.io/rdma": 9},
                             "host_paths": ["/data/models"]}
-    verification = verification_request(
-        team=team, user=member, cluster=Cluster.objects.get(name=CLUSTER), selector=selector,
+    # Written directly: the request service refuses a selector failing these checks.
+    verification = stored_request(
+        team=team, user=member, cluster=CLUSTER, selector=selector,
         for_header_role=asks["header"], requested_gpu=asks["gpus"],
         requested_devices=asks["devices"], requested_host_paths=asks["host_paths"],
     )
@@ -288,3 +291,32 @@ def test_the_queue_fields_name_the_request_inputs() -> None:
         ("mount.host_path.unconfirmed", "roles[0].mounts[0].source"),
     ]
     assert {f.severity for f in job + findings} == {"error"}
+
+
+def test_a_request_is_refused_for_every_placement_error_an_admin_cannot_lift() -> None:
+    assert CONFIRMABLE_CODES < set(PLACEMENT_CODES)
+    foreign = matched(node(0), node(1, cluster="gpu-b"), confined=False)
+    findings = request_placement_findings(
+        foreign, cluster=CLUSTER, for_header_role=True, gpu=16, devices={"rlinf.io/rdma": 1},
+        host_paths=["/data/models"],
+    )
+    assert [f.code for f in request_refusals(findings)] == [
+        "header.replicas", "selector.cross_cluster", "selector.no_cluster_label",
+        "gpu.exceeds_capacity",
+    ]
+    assert [f.code for f in findings if f not in request_refusals(findings)] == [
+        "device.exceeds_capacity", "mount.host_path.unconfirmed",
+    ]
+
+
+def test_asking_for_what_an_admin_confirms_is_not_a_refusal() -> None:
+    uncounted = matched(node(0, gpu=None), node(1, gpu=None))
+    findings = request_placement_findings(
+        uncounted, cluster=CLUSTER, for_header_role=False, gpu=2, devices={"rlinf.io/rdma": 1},
+        host_paths=["/data/models"],
+    )
+    assert {f.code for f in findings} == set(CONFIRMABLE_CODES)
+    assert request_refusals(findings) == []
+    assert request_refusals(request_placement_findings(
+        matched(), cluster=CLUSTER, for_header_role=False, gpu=0, devices={}, host_paths=[],
+    ))[0].code == "selector.no_match"

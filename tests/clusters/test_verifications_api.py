@@ -167,6 +167,40 @@ def test_requesting_for_another_team_answers_404(
     assert create(api_client_for(outsider), team="vision-rl").status_code == 404
 
 
+def test_a_request_for_a_failing_selector_answers_422_with_its_findings(
+    member: Any, api_client_for: Client,
+) -> None:
+    response = create(api_client_for(member), selector={"rlinf.io/gpu-model": "a100"},
+                      for_header_role=True)
+    assert response.status_code == 422
+    body = response.json()
+    assert "fails the automated checks" in body["detail"]
+    assert [(f["code"], f["field"]) for f in body["findings"]] == [
+        ("header.replicas", "for_header_role"),
+        ("selector.cross_cluster", "selector"),
+        ("selector.no_cluster_label", "selector"),
+    ]
+    assert body["findings"][1]["detail"]["cluster"] == "gpu-a"
+    assert not Verification.objects.exists()
+
+
+def test_a_failing_selector_for_another_team_still_answers_404_without_findings(
+    team: Any, outsider: Any, api_client_for: Client,
+) -> None:
+    response = create(api_client_for(outsider), team="vision-rl",
+                      selector={"rlinf.io/gpu-model": "a100"})
+    assert response.status_code == 404
+    assert "findings" not in response.json()
+
+
+def test_the_schema_documents_the_refusal(admin_user: Any, api_client_for: Client) -> None:
+    schema = api_client_for(admin_user).get("/api/schema/?format=json").json()
+    refusal = schema["paths"]["/api/v1/verifications/"]["post"]["responses"]["422"]
+    assert refusal["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/Error"
+    }
+
+
 def test_teams_list_their_own_and_admins_list_all_with_filters(
     team: Any, member: Any, outsider: Any, admin_user: Any, api_client_for: Client,
 ) -> None:

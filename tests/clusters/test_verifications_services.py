@@ -19,7 +19,7 @@ from clusters.verifications.services import (
     verifications_follow_inventory,
 )
 from rlark_site.foundation.exceptions import ApplicationError, NotFoundError
-from tests.factories import load_fleet_rows
+from tests.factories import drifted_request, load_fleet_rows, stored_request
 
 pytestmark = pytest.mark.django_db
 
@@ -48,22 +48,32 @@ def test_a_request_stores_the_global_matches_with_their_inventory_generations(
     team: Any, member: Any,
 ) -> None:
     Cluster.objects.filter(name="gpu-b").update(generation=7)
-    verification = request(team, member, {"rlinf.io/gpu-model": "a100"})
+    verification = request(team, member, A100_IN_A)
     assert verification.state == VerificationState.PENDING
-    assert len(verification.matches) == 17
-    assert verification.matches[-1] == {
-        "cluster": "gpu-b", "name": "b-node-16", "namespace": "rl-gpu-b", "gpu": 4,
-        "devices": {"rlinf.io/rdma": 2}, "ready": True,
+    assert len(verification.matches) == 13
+    assert verification.matches[0] == {
+        "cluster": "gpu-a", "name": "a-head-01", "namespace": "rl-gpu-a", "gpu": 8,
+        "devices": {"rlinf.io/rdma": 4}, "ready": True,
     }
-    assert ["gpu-b", "b-node-13"] in verification.match_signature
+    assert ["gpu-a", "a-node-12"] in verification.match_signature
+    # gpu-b is involved: its nodes carry rlinf.io/gpu-model=a100 too (one condition reaches it)
     assert verification.inventory_generations == {"gpu-a": 1, "gpu-b": 7}
-    assert verification.selector_key == "rlinf.io/gpu-model=a100"
+    assert verification.selector_key == (
+        "rlinf.io/gpu-model=a100,topology.rlinf.io/cluster=gpu-a"
+    )
+
+
+B_A100 = [f"b-node-{i}" for i in range(13, 17)]
 
 
 def test_a_label_pair_present_in_two_clusters_is_reported_with_foreign_nodes(
     team: Any, member: Any,
 ) -> None:
-    result = verification_result(request(team, member, {"rlinf.io/gpu-model": "a100"}))
+    verification = drifted_request(hidden=B_A100, team=team, user=member, cluster=gpu_a(),
+                                   selector={"rlinf.io/gpu-model": "a100"})
+    assert verification.state == VerificationState.PENDING
+    assert len(verification.matches) == 17
+    result = verification_result(verification)
     cross = next(c for c in result.checks if c.code == "selector.cross_cluster")
     assert cross.detail["nodes"] == [
         {"cluster": "gpu-b", "name": f"b-node-{i}", "namespace": "rl-gpu-b"}
@@ -84,11 +94,13 @@ def test_a_selector_confined_by_one_condition_passes_the_placement_checks(
 
 
 def test_a_header_role_request_matching_two_nodes_is_flagged(team: Any, member: Any) -> None:
+    selector = {"rlinf.io/pool": "a100-head", "topology.rlinf.io/cluster": "gpu-a"}
+    verification = request(team, member, selector, for_header_role=True)
     second_head = Node.objects.get(name="a-node-01")
     second_head.labels["rlinf.io/pool"] = "a100-head"
     second_head.save(update_fields=["labels"])
-    selector = {"rlinf.io/pool": "a100-head", "topology.rlinf.io/cluster": "gpu-a"}
-    verification = request(team, member, selector, for_header_role=True)
+    verifications_follow_inventory(cluster=gpu_a())  # as the next poll would
+    verification.refresh_from_db()
     header = next(c for c in verification_result(verification).checks
                   if c.code == "header.replicas")
     assert header.detail["count"] == 2
@@ -118,9 +130,80 @@ def test_capacity_and_host_path_asks_show_until_confirmed(
     assert codes(approved) == []
 
 
-def test_gpu_above_the_smallest_allocatable_is_an_error(team: Any, member: Any) -> None:
-    verification = request(team, member, A100_IN_A, requested_gpu=16)
+def test_gpu_above_the_smallest_allocatable_is_shown_on_a_stored_request(
+    team: Any, member: Any,
+) -> None:
+    verification = stored_request(team=team, user=member, cluster="gpu-a", selector=A100_IN_A,
+                                  requested_gpu=16)
     assert codes(verification) == ["gpu.exceeds_capacity"]
+
+
+# --- requests for selectors that already fail the automated checks are refused ---------------
+
+
+def refusal(team: Any, user: Any, selector: dict[str, str], **kwargs: Any) -> ApplicationError:
+    with pytest.raises(ApplicationError) as raised:
+        request(team, user, selector, **kwargs)
+    return raised.value
+
+
+@pytest.mark.parametrize(
+    ("selector", "asks", "expected"),
+    [
+        ({"rlinf.io/gpu-model": "a100"}, {},
+         ["selector.cross_cluster", "selector.no_cluster_label"]),
+        ({"rlinf.io/pool": "no-such-pool"}, {}, ["selector.no_match"]),
+        (A100_IN_A, {"for_header_role": True}, ["header.replicas"]),
+        (A100_IN_A, {"requested_gpu": 16}, ["gpu.exceeds_capacity"]),
+    ],
+)
+def test_a_request_for_a_failing_selector_is_refused_with_its_findings(
+    team: Any, member: Any, selector: dict[str, str], asks: dict[str, Any],
+    expected: list[str],
+) -> None:
+    error = refusal(team, member, selector, **asks)
+    assert error.status_code == 422
+    assert "fails the automated checks" in error.message
+    assert [f["code"] for f in error.extra["findings"]] == expected
+    assert {f["severity"] for f in error.extra["findings"]} == {"error"}
+    assert not Verification.objects.exists()
+
+
+def test_the_refusal_names_the_foreign_nodes(team: Any, member: Any) -> None:
+    error = refusal(team, member, {"rlinf.io/gpu-model": "a100"})
+    cross = error.extra["findings"][0]
+    assert (cross["code"], cross["field"]) == ("selector.cross_cluster", "selector")
+    assert [n["name"] for n in cross["detail"]["nodes"]] == B_A100
+
+
+def test_asking_for_confirmations_is_not_refused(team: Any, member: Any) -> None:
+    verification = request(
+        team, member, {"rlinf.io/pool": "cpu-a", "topology.rlinf.io/cluster": "gpu-a"},
+        requested_gpu=2, requested_devices={"rlinf.io/rdma": 1},
+        requested_host_paths=["/data/models"],
+    )
+    assert verification.state == VerificationState.PENDING
+    assert codes(verification) == [
+        "gpu.unconfirmed", "device.exceeds_capacity", "mount.host_path.unconfirmed",
+    ]
+
+
+def test_not_ready_nodes_do_not_refuse_a_request(team: Any, member: Any) -> None:
+    Node.objects.filter(name="a-node-02").update(ready=False)
+    assert request(team, member, A100_IN_A).state == VerificationState.PENDING
+
+
+def test_an_open_request_is_not_reused_for_a_selector_that_now_fails(
+    team: Any, member: Any,
+) -> None:
+    selector = {"rlinf.io/pool": "a100-head", "topology.rlinf.io/cluster": "gpu-a"}
+    first = request(team, member, selector, for_header_role=True)
+    Node.objects.filter(name="a-node-01").update(
+        labels={**Node.objects.get(name="a-node-01").labels, "rlinf.io/pool": "a100-head"}
+    )
+    error = refusal(team, member, selector, for_header_role=True)
+    assert [f["code"] for f in error.extra["findings"]] == ["header.replicas"]
+    assert list(Verification.objects.values_list("pk", flat=True)) == [first.pk]
 
 
 def test_an_identical_open_request_is_reused(team: Any, member: Any, owner: Any) -> None:
@@ -315,22 +398,22 @@ def test_views_pick_the_newest_approved_else_the_newest(
     verification_approve(verification_id=approved.pk, admin=admin_user, note="ok",
                          confirm_gpu=2, confirm_host_paths=["/data"])
     request(team, member, A100_IN_A, requested_gpu=8)  # newer, pending
-    rejected = request(team, member, {"rlinf.io/pool": "env-c"})
+    rejected = request(team, member, {"rlinf.io/pool": "cpu-a"})
     verification_reject(verification_id=rejected.pk, admin=admin_user, note="no")
     verification_request(team=other_team, user=outsider, cluster=gpu_a(),
-                         selector={"rlinf.io/pool": "cpu-a"})
+                         selector={"rlinf.io/pool": "a100-head"})
     pairs: list[tuple[str, dict[str, str] | tuple[tuple[str, str], ...]]] = [
-        ("gpu-a", A100_IN_A), ("gpu-a", (("rlinf.io/pool", "env-c"),)),
-        ("gpu-a", {"rlinf.io/pool": "cpu-a"}),
+        ("gpu-a", A100_IN_A), ("gpu-a", (("rlinf.io/pool", "cpu-a"),)),
+        ("gpu-a", {"rlinf.io/pool": "a100-head"}),
     ]
     views = verification_views(team, pairs)
     key = ("gpu-a", tuple(sorted(A100_IN_A.items())))
-    assert set(views) == {key, ("gpu-a", (("rlinf.io/pool", "env-c"),))}
+    assert set(views) == {key, ("gpu-a", (("rlinf.io/pool", "cpu-a"),))}
     assert views[key].id == approved.pk and views[key].state == "approved"
     assert views[key].confirmed_gpu == 2 and views[key].confirmed_host_paths == ("/data",)
     assert ("gpu-a", "a-node-01") in views[key].node_signature
-    assert views[("gpu-a", (("rlinf.io/pool", "env-c"),))].state == "rejected"
-    assert verification_view_for(team, "gpu-a", {"rlinf.io/pool": "cpu-a"}) is None
+    assert views[("gpu-a", (("rlinf.io/pool", "cpu-a"),))].state == "rejected"
+    assert verification_view_for(team, "gpu-a", {"rlinf.io/pool": "a100-head"}) is None
     assert verification_view_for(team, "gpu-b", A100_IN_A) is None
 
 

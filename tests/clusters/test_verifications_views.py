@@ -12,7 +12,7 @@ from clusters.verifications.services import (
     verification_request,
     verifications_follow_inventory,
 )
-from tests.factories import load_fleet_rows
+from tests.factories import load_fleet_rows, stored_request
 
 pytestmark = pytest.mark.django_db
 
@@ -70,9 +70,12 @@ def test_deciding_is_forbidden_to_non_admins(team: Any, member: Any, owner: Any)
 def test_the_queue_lists_pending_oldest_first_with_the_automated_result(
     team: Any, member: Any, other_team: Any, outsider: Any, admin_user: Any,
 ) -> None:
-    first = pending(team, member, {"rlinf.io/gpu-model": "a100"}, requested_gpu=8,
-                    requested_host_paths=["/data/models"])
-    second = pending(other_team, outsider, for_header_role=True)
+    # Rows written directly: the request service refuses selectors failing these checks.
+    first = stored_request(team=team, user=member, cluster="gpu-a",
+                           selector={"rlinf.io/gpu-model": "a100"}, requested_gpu=8,
+                           requested_host_paths=["/data/models"])
+    second = stored_request(team=other_team, user=outsider, cluster="gpu-a", selector=A100_IN_A,
+                            for_header_role=True)
     page = logged_in(admin_user).get(QUEUE).content.decode()
     assert page.index(f'id="verification-{first.pk}"') < page.index(
         f'id="verification-{second.pk}"'
@@ -207,3 +210,31 @@ def test_the_team_page_shows_the_outcome(team: Any, member: Any, admin_user: Any
 def test_pages_need_login() -> None:
     assert Client().get(TEAM_PAGE).status_code == 302
     assert Client().get(QUEUE).status_code == 302
+
+
+def test_a_request_for_a_failing_selector_is_refused_with_its_findings_and_the_input_kept(
+    team: Any, member: Any,
+) -> None:
+    response = logged_in(member).post(TEAM_PAGE, {
+        "cluster": "gpu-a", "conditions": "rlinf.io/gpu-model=a100", "requested_gpu": "4",
+        "note": "keep this note",
+    })
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "This selector fails the automated checks" in page
+    assert 'data-code="selector.cross_cluster"' in page
+    assert 'data-code="selector.no_cluster_label"' in page
+    assert "gpu-b/rl-gpu-b/b-node-13" in page  # the foreign nodes, named
+    assert "rlinf.io/gpu-model=a100</textarea>" in page and "keep this note</textarea>" in page
+    assert not Verification.objects.exists()
+
+
+def test_the_refusal_is_shown_in_chinese(team: Any, member: Any) -> None:
+    response = logged_in(member).post(
+        TEAM_PAGE, {"cluster": "gpu-a", "conditions": "rlinf.io/pool=no-such-pool"},
+        HTTP_ACCEPT_LANGUAGE="zh-hans",
+    )
+    page = response.content.decode()
+    assert "该节点选择器未通过自动检查" in page
+    assert 'data-code="selector.no_match"' in page
+    assert not Verification.objects.exists()
