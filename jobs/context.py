@@ -166,12 +166,14 @@ def _resolve_ssh_keys(
     return tuple(lines), tuple(unknown)
 
 
-def spec_from_job(job: Job) -> JobSpec:
+def spec_from_job(job: Job, *, team_keys: Mapping[str, str] | None = None) -> JobSpec:
     """The frozen spec of a job draft; SSH key names are resolved to the team's key lines.
 
-    Prefetch `roles` and select `team` to keep this at one query (the SSH keys).
+    Prefetch `roles` and select `team` to keep this at one query (the SSH keys; none when the
+    caller passes the `team_keys` it already read).
     """
-    lines, _unknown = _resolve_ssh_keys(_requested_key_names(job), _team_keys(job.team_id))
+    keys = _team_keys(job.team_id) if team_keys is None else team_keys
+    lines, _unknown = _resolve_ssh_keys(_requested_key_names(job), keys)
     return JobSpec(
         team=job.team.slug,
         name=job.name,
@@ -300,13 +302,16 @@ def check_context_for(
     team: Team,
     exclude_job_id: int | None = None,
     ssh_key_names: Sequence[str] = (),
+    team_keys: Mapping[str, str] | None = None,
 ) -> CheckContext:
     """Everything outside the draft the rules need, in a bounded number of queries.
 
     `exclude_job_id` is the job being checked (its own name is not "taken" by itself);
-    `ssh_key_names` are the key names the draft asks for (unknown ones are reported).
+    `ssh_key_names` are the key names the draft asks for (unknown ones are reported);
+    `team_keys` are the team's keys if the caller already read them (else one query).
     """
-    team_keys = _team_keys(team)
+    if team_keys is None:
+        team_keys = _team_keys(team)
     _lines, unknown = _resolve_ssh_keys([_text(n) for n in ssh_key_names], team_keys)
     taken = name_is_taken(spec.name, exclude_job_id=exclude_job_id)
     return CheckContext(
@@ -382,8 +387,10 @@ def _record_links(spec: JobSpec, team: Team) -> dict[str, Any]:
 
 def evaluate(job: Job) -> Evaluation:
     """Check a stored job: its spec, the context it was checked in, and the findings."""
-    spec = spec_from_job(job)
+    team_keys = _team_keys(job.team_id)  # read once for the spec and the context
+    spec = spec_from_job(job, team_keys=team_keys)
     ctx = check_context_for(
-        spec, team=job.team, exclude_job_id=job.pk, ssh_key_names=_requested_key_names(job)
+        spec, team=job.team, exclude_job_id=job.pk, ssh_key_names=_requested_key_names(job),
+        team_keys=team_keys,
     )
     return Evaluation(spec=spec, ctx=ctx, findings=check(spec, ctx))

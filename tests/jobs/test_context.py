@@ -184,3 +184,13 @@ def test_query_count_does_not_grow_with_jobs_or_nodes(
         evaluation = evaluate(job_get_for_user(owner, "ppo"))
     assert evaluation.ctx.match_for(POOL_A).count == 512
     assert _evaluate_queries(owner, "ppo") == before
+
+
+def test_evaluate_reads_the_team_ssh_keys_once(team: Team, owner: Any) -> None:
+    make_job(team, owner, ssh_keys=["nobody"])
+    job = job_get_for_user(owner, "ppo")
+    with CaptureQueriesContext(connection) as queries:
+        evaluation = evaluate(job)
+    key_reads = [q["sql"] for q in queries.captured_queries if '"jobs_sshkey"' in q["sql"]]
+    assert len(key_reads) == 1
+    assert evaluation.ctx.unknown_ssh_key_names == ("nobody",)
