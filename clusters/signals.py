@@ -5,3 +5,9 @@ from django.dispatch import Signal
 # Sent after an inventory poll committed a change to a cluster's node set, labels,
 # allocatable or readiness. kwargs: cluster (Cluster), generation (int).
 inventory_changed = Signal()
+
+# Sent inside the transaction that moved a verification: a new request, a decision, or an
+# approval gone stale. kwargs: verification (Verification, as saved), transition
+# ("requested", "approved", "rejected" or "stale"). Receivers run in that transaction, so
+# whatever they write commits or rolls back with the change (notifications use this).
+verification_changed = Signal()

@@ -23,6 +23,7 @@ from django.utils.translation import gettext as _
 from clusters.matching import NODES_PAGE_DEFAULT, match_many, match_selector, parse_selector_input
 from clusters.models import Cluster, Node, Verification, VerificationState
 from clusters.placement import request_placement_findings, request_refusals
+from clusters.signals import verification_changed
 from clusters.types import DEVICE_PREFIX, MatchedNode, SelectorMatch, node_ref
 from clusters.verifications.selectors import selector_key_text
 from rlark_site.foundation.exceptions import ApplicationError, NotFoundError
@@ -292,6 +293,7 @@ def verification_request_outcome(
             request_note=note, requested_by_id=user.pk, requested_for_job=job_name[:63],
             requested_for_role=role_name[:63], **_snapshot(match, cluster, generations),
         )
+        _announce(verification, "requested")
     return RequestOutcome(verification, reused=False)
 
 
@@ -309,6 +311,12 @@ def verification_request(
         requested_devices=requested_devices, requested_host_paths=requested_host_paths,
         note=note, job_name=job_name, role_name=role_name,
     ).verification
+
+
+def _announce(verification: Verification, transition: str) -> None:
+    """Tell listeners (notifications) of the transition, inside the current transaction."""
+    verification_changed.send(sender=Verification, verification=verification,
+                              transition=transition)
 
 
 def _decision_conflict(verification_id: int) -> ApplicationError:
@@ -337,7 +345,9 @@ def _decide(verification_id: int, admin: AnyUser, **changes: Any) -> Verificatio
         ).update(decided_by_id=admin.pk, decided_at=timezone.now(), **changes)
         if not claimed:
             raise _decision_conflict(verification_id)
-    return Verification.objects.get(id=verification_id)
+        verification = Verification.objects.get(id=verification_id)
+        _announce(verification, str(changes["state"]))
+    return verification
 
 
 def verification_approve(
@@ -421,6 +431,7 @@ def verifications_follow_inventory(*, cluster: Cluster) -> list[int]:
                 verification.stale_at = now
                 verification.drift = _drift(verification, match)
                 verification.save(update_fields=["state", "stale_at", "drift"])
+                _announce(verification, "stale")
                 stale.append(verification.pk)
             else:
                 for field, value in _snapshot(match, verification.cluster, generations).items():

@@ -20,16 +20,32 @@ class EventKind(models.TextChoices):
     PENDING_OVERDUE = "pending_overdue", _("job Pending past the deadline")
     SIGNAL_SEEN = "signal_seen", _("first signal seen")
     SIGNAL_MISSED = "signal_missed", _("first signal missed")
+    VERIFICATION_REQUESTED = "verification_requested", _("verification requested")
+    VERIFICATION_DECIDED = "verification_decided", _("verification decided")
+    VERIFICATION_STALE = "verification_stale", _("verification gone stale")
+
+
+# Who may get an event's email: team members (job events), platform admins (a request for
+# their queue), or the user who asked for the verification.
+VERIFICATION_EVENTS = frozenset({EventKind.VERIFICATION_REQUESTED,
+                                 EventKind.VERIFICATION_DECIDED, EventKind.VERIFICATION_STALE})
+ADMIN_EVENTS = frozenset({EventKind.VERIFICATION_REQUESTED})
 
 
 class NotificationEvent(models.Model):
-    """Something worth telling a team; `key` is unique, so each event is sent once."""
+    """Something worth telling a team; `key` is unique, so each event is sent once. It is
+    about one run (job events) or one verification (verification events)."""
 
     key = models.CharField(max_length=200, unique=True)
     kind = models.CharField(max_length=30, choices=EventKind.choices)
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
     run_record = models.ForeignKey(
-        "jobs.RunRecord", on_delete=models.CASCADE, related_name="notification_events"
+        "jobs.RunRecord", on_delete=models.CASCADE, null=True, blank=True,
+        related_name="notification_events",
+    )
+    verification = models.ForeignKey(
+        "clusters.Verification", on_delete=models.CASCADE, null=True, blank=True,
+        related_name="+",
     )
     payload = models.JSONField(default=dict)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -38,6 +54,13 @@ class NotificationEvent(models.Model):
     class Meta:
         app_label = "jobs"
         ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(run_record__isnull=False, verification__isnull=True)
+                | models.Q(run_record__isnull=True, verification__isnull=False),
+                name="notification_event_about_one_thing",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.key

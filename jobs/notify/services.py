@@ -22,17 +22,19 @@ import json
 import time
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import urlencode
 
 import urllib3
-from celery import current_app
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils import timezone, translation
 
 from clusters.credentials import decrypt, encrypt
+from clusters.models import Verification
 from jobs.models import (
     EventKind,
     JobState,
@@ -42,7 +44,9 @@ from jobs.models import (
     TeamWebhook,
     WebhookDelivery,
 )
+from jobs.notify.models import ADMIN_EVENTS, VERIFICATION_EVENTS
 from jobs.observe.capture import run_flags
+from rlark_site.foundation.tenancy.models import Team
 
 __all__ = [
     "WEBHOOK_TRIES",
@@ -50,6 +54,7 @@ __all__ = [
     "deliver_webhook",
     "emit",
     "emit_run_changes",
+    "emit_verification",
     "sign",
 ]
 
@@ -68,25 +73,68 @@ def sign(secret: str, timestamp: str, body: bytes) -> str:
 
 
 def _queue(task: str, object_id: int) -> None:
-    """Queue a task of `jobs.tasks` by name (it imports this module); routed to the
-    `notifications` queue by `CELERY_TASK_ROUTES`."""
-    current_app.tasks[task].delay(object_id)
+    """Queue a task of `jobs.tasks` (routed to the `notifications` queue by
+    `CELERY_TASK_ROUTES`). Imported here, not at the top: that module imports this one, and
+    a process that never imported it (a web worker deciding a verification) must still find
+    the task."""
+    from jobs import tasks
+
+    getattr(tasks, task).delay(object_id)
+
+
+def _record(*, key: str, kind: EventKind, team: Team, payload: dict[str, Any],
+            **about: Any) -> bool:
+    """Insert the event once (by key) and queue its delivery after the commit."""
+    with transaction.atomic():
+        event, created = NotificationEvent.objects.get_or_create(
+            key=key, defaults={"kind": kind, "team": team, "payload": payload, **about})
+        if created:
+            transaction.on_commit(lambda: _queue("notify_event", event.pk))
+    return created
 
 
 def emit(*, kind: EventKind, record: RunRecord, key: str = "",
          details: dict[str, Any] | None = None) -> bool:
-    """Record the event once (by key) and queue its delivery after the commit."""
+    """Record a run's event once (by key) and queue its delivery after the commit."""
     payload = {"kind": str(kind), "team": record.team.slug, "job": record.job_name,
                "run_record": record.pk, "cluster": record.cluster, **(details or {})}
-    with transaction.atomic():
-        event, created = NotificationEvent.objects.get_or_create(
-            key=key or f"{kind}:{record.pk}",
-            defaults={"kind": kind, "team": record.team, "run_record": record,
-                      "payload": payload},
-        )
-        if created:
-            transaction.on_commit(lambda: _queue("jobs.tasks.notify_event", event.pk))
-    return created
+    return _record(key=key or f"{kind}:{record.pk}", kind=kind, team=record.team,
+                   payload=payload, run_record=record)
+
+
+_TRANSITION_EVENTS = {
+    "requested": EventKind.VERIFICATION_REQUESTED,
+    "approved": EventKind.VERIFICATION_DECIDED,
+    "rejected": EventKind.VERIFICATION_DECIDED,
+    "stale": EventKind.VERIFICATION_STALE,
+}
+
+
+def _verification_payload(verification: Verification) -> dict[str, Any]:
+    drift = verification.drift or {}
+    return {
+        "team": verification.team.slug, "cluster": verification.cluster.name,
+        "verification": verification.pk, "selector": verification.selector_key,
+        "state": verification.state,
+        "requested_by": verification.requested_by.get_username(),
+        "job": verification.requested_for_job, "role": verification.requested_for_role,
+        "decided_by": (verification.decided_by.get_username()
+                       if verification.decided_by else ""),
+        "note": verification.decision_note,
+        "nodes_added": len(drift.get("added") or []),
+        "nodes_removed": len(drift.get("removed") or []),
+    }
+
+
+def emit_verification(*, verification: Verification, transition: str) -> bool:
+    """Record a verification's transition (requested, approved, rejected, stale) once and
+    queue its delivery after the commit; other transitions are not events."""
+    kind = _TRANSITION_EVENTS.get(transition)
+    if kind is None:
+        return False
+    payload = {"kind": str(kind), **_verification_payload(verification)}
+    return _record(key=f"{kind}:{verification.pk}", kind=kind, team=verification.team,
+                   payload=payload, verification=verification)
 
 
 def emit_run_changes(records: Iterable[RunRecord]) -> int:
@@ -103,12 +151,49 @@ def emit_run_changes(records: Iterable[RunRecord]) -> int:
     return emitted
 
 
+def _audience(event: NotificationEvent) -> Q:
+    """Who may get the event's email: platform admins for a new verification request, the
+    requester for its decision or staleness, the team's members for a run's events."""
+    if event.kind in ADMIN_EVENTS:
+        return Q(user__is_staff=True)
+    if event.kind in VERIFICATION_EVENTS:
+        requester = (Verification.objects.filter(pk=event.verification_id or 0)
+                     .values_list("requested_by_id", flat=True).first())
+        return Q(user_id=requester)
+    return Q(user__memberships__team=event.team_id)
+
+
 def _recipients(event: NotificationEvent) -> list[NotificationPreference]:
+    """The users of the audience who chose the event, are active and have an address."""
     return [
         pref for pref in NotificationPreference.objects.filter(
-            user__memberships__team=event.team).select_related("user")
-        if event.kind in pref.email_events and pref.user.email
+            _audience(event), user__is_active=True).exclude(user__email="")
+        .select_related("user").distinct().order_by("user_id")
+        if event.kind in pref.email_events
     ]
+
+
+def _link(event: NotificationEvent, *, admin: bool) -> str:
+    if event.kind in ADMIN_EVENTS and admin:
+        path = reverse("clusters:queue") + "?" + urlencode(
+            {"state": "pending", "cluster": event.payload.get("cluster", "")})
+    elif event.kind in VERIFICATION_EVENTS:
+        path = reverse("clusters:verifications")
+    else:
+        path = reverse("jobs:job-detail", args=[event.payload["job"]])
+    return settings.RLARK_BASE_URL.rstrip("/") + path
+
+
+def _message(event: NotificationEvent, pref: NotificationPreference) -> tuple[str, str]:
+    """The subject and body, in the recipient's language."""
+    template = "verification" if event.kind in VERIFICATION_EVENTS else "email"
+    with translation.override(pref.language or settings.LANGUAGE_CODE):
+        context = {"event": event, "kind": EventKind(event.kind).label,
+                   "payload": event.payload, "base_url": settings.RLARK_BASE_URL,
+                   "link": _link(event, admin=pref.user.is_staff)}
+        subject = render_to_string(f"jobs/notify/{template}_subject.txt", context).strip()
+        body = render_to_string(f"jobs/notify/{template}_body.txt", context)
+    return " ".join(subject.split()), body
 
 
 def _send_emails(event: NotificationEvent) -> int:
@@ -118,11 +203,7 @@ def _send_emails(event: NotificationEvent) -> int:
         return 0
     sent = 0
     for pref in _recipients(event):
-        with translation.override(pref.language):
-            context = {"event": event, "kind": EventKind(event.kind).label,
-                       "payload": event.payload, "base_url": settings.RLARK_BASE_URL}
-            subject = render_to_string("jobs/notify/email_subject.txt", context).strip()
-            body = render_to_string("jobs/notify/email_body.txt", context)
+        subject, body = _message(event, pref)
         sent += send_mail(subject, body, None, [pref.user.email])
     return sent
 
@@ -137,7 +218,7 @@ def deliver_event(event_id: int) -> None:
     delivery, created = WebhookDelivery.objects.get_or_create(
         event=event, webhook=webhook, defaults={"url": webhook.url})
     if created:
-        _queue("jobs.tasks.notify_webhook", delivery.pk)
+        _queue("notify_webhook", delivery.pk)
 
 
 def _body(event: NotificationEvent) -> bytes:

@@ -6,9 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -21,53 +19,10 @@ from jobs.notify.services import emit, preferences_set, webhook_set
 from jobs.records.status import sync_submitted_jobs
 from rlark_site.foundation.tenancy.models import Team
 from tests.cache_support import OBSERVE_PREFIX, clear_prefix
+from tests.jobs.notify_support import SECRET, Receiver
 from tests.jobs.observe_support import CLUSTER, NAMESPACE, running_job
 
 pytestmark = pytest.mark.django_db
-
-SECRET = "s3cret-webhook-key-of-the-team"
-
-
-class Receiver:
-    """A webhook receiver on loopback answering the queued status codes (then 200)."""
-
-    def __init__(self) -> None:
-        self.answers: list[int] = []
-        self.received: list[tuple[dict[str, str], bytes]] = []
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                receiver.received.append(({k.lower(): v for k, v in self.headers.items()},
-                                          body))
-                code = receiver.answers.pop(0) if receiver.answers else 200
-                self.send_response(code)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    server = Receiver()
-    yield server
-    server.stop()
-
 
 @pytest.fixture(autouse=True)
 def eager_tasks(settings: Any) -> Iterator[None]:
@@ -149,7 +104,8 @@ def test_a_rolled_back_emit_sends_nothing(running: RunRecord, receiver: Receiver
                 raise RuntimeError("rolled back")
         except RuntimeError:
             pass
-    assert callbacks == [] and not NotificationEvent.objects.exists()
+    assert callbacks == []
+    assert not NotificationEvent.objects.filter(kind=EventKind.JOB_FAILED).exists()
     assert receiver.received == []
 
 
