@@ -270,7 +270,11 @@ def timed(lookup: Callable[[], Any], args: argparse.Namespace) -> str:
         budget = time.perf_counter() + args.budget
         while len(times) < args.rounds and time.perf_counter() < budget:
             started = time.perf_counter()
-            lookup()
+            try:
+                lookup()
+            except OperationalError:
+                return (f"cancelled after --statement-timeout {args.statement_timeout:.0f} s "
+                        f"in round {len(times) + 1} (earlier: {summary_ms(times or [first])})")
             times.append(time.perf_counter() - started)
         return summary_ms(times or [first])
     finally:
