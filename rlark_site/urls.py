@@ -42,6 +42,7 @@ urlpatterns = [
     path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="redoc"),
     path("clusters/", include("clusters.urls")),
     path("jobs/", include("jobs.urls")),
+    path("teams/", include("jobs.notify.urls")),
     path("django-admin/", admin.site.urls),
 ]
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import secrets
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -266,13 +267,29 @@ def deliver_webhook(delivery_id: int) -> float | None:
     return float(settings.RLARK_WEBHOOK_RETRY_BASE) * 2 ** (tries - 1)
 
 
+SECRET_MIN, SECRET_MAX = 16, 200
+
+
+def webhook_save(*, team: Any, url: str, enabled: bool,
+                 secret: str | None) -> tuple[TeamWebhook, str]:
+    """Set the team's webhook, the secret stored encrypted. `secret` None keeps the stored
+    one; with none stored, RLark generates one. Returns the webhook and the generated secret
+    ("" when none was generated), to be shown once."""
+    generated = ""
+    with transaction.atomic():
+        current = TeamWebhook.objects.select_for_update().filter(team=team).first()
+        if secret is None and current is None:
+            secret = generated = secrets.token_urlsafe(32)
+        values: dict[str, Any] = {"url": url, "enabled": enabled}
+        if secret is not None:
+            values["secret_encrypted"] = encrypt(secret)
+        webhook, _created = TeamWebhook.objects.update_or_create(team=team, defaults=values)
+    return webhook, generated
+
+
 def webhook_set(*, team: Any, url: str, secret: str, enabled: bool) -> TeamWebhook:
     """Set (or replace) the team's webhook; the secret is stored encrypted."""
-    with transaction.atomic():
-        webhook, _created = TeamWebhook.objects.update_or_create(
-            team=team, defaults={"url": url, "secret_encrypted": encrypt(secret),
-                                 "enabled": enabled})
-    return webhook
+    return webhook_save(team=team, url=url, enabled=enabled, secret=secret)[0]
 
 
 def preferences_set(*, user: Any, email_events: list[str], language: str
