@@ -148,7 +148,8 @@ def _requested_key_names(job: Job) -> list[str]:
     return [_text(name) for name in names]
 
 
-def _team_keys(team: Team | int) -> dict[str, str]:
+def team_ssh_keys(team: Team | int) -> dict[str, str]:
+    """The team's SSH keys by name (one query); read once per request and pass it down."""
     return dict(SSHKey.objects.filter(team=team).values_list("name", "public_key"))
 
 
@@ -172,7 +173,7 @@ def spec_from_job(job: Job, *, team_keys: Mapping[str, str] | None = None) -> Jo
     Prefetch `roles` and select `team` to keep this at one query (the SSH keys; none when the
     caller passes the `team_keys` it already read).
     """
-    keys = _team_keys(job.team_id) if team_keys is None else team_keys
+    keys = team_ssh_keys(job.team_id) if team_keys is None else team_keys
     lines, _unknown = _resolve_ssh_keys(_requested_key_names(job), keys)
     return JobSpec(
         team=job.team.slug,
@@ -311,7 +312,7 @@ def check_context_for(
     `team_keys` are the team's keys if the caller already read them (else one query).
     """
     if team_keys is None:
-        team_keys = _team_keys(team)
+        team_keys = team_ssh_keys(team)
     _lines, unknown = _resolve_ssh_keys([_text(n) for n in ssh_key_names], team_keys)
     taken = name_is_taken(spec.name, exclude_job_id=exclude_job_id)
     return CheckContext(
@@ -387,7 +388,7 @@ def _record_links(spec: JobSpec, team: Team) -> dict[str, Any]:
 
 def evaluate(job: Job) -> Evaluation:
     """Check a stored job: its spec, the context it was checked in, and the findings."""
-    team_keys = _team_keys(job.team_id)  # read once for the spec and the context
+    team_keys = team_ssh_keys(job.team_id)  # read once for the spec and the context
     spec = spec_from_job(job, team_keys=team_keys)
     ctx = check_context_for(
         spec, team=job.team, exclude_job_id=job.pk, ssh_key_names=_requested_key_names(job),

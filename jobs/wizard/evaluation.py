@@ -12,7 +12,14 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from jobs.context import Evaluation, check_context_for, evaluate, role_spec, spec_from_job
+from jobs.context import (
+    Evaluation,
+    check_context_for,
+    evaluate,
+    role_spec,
+    spec_from_job,
+    team_ssh_keys,
+)
 from jobs.core.findings import check
 from jobs.core.spec import JobSpec, RoleSpec
 from jobs.models import Job, Role
@@ -52,7 +59,8 @@ def evaluate_basics(*, team: Team, job: Job | None, basics: BasicsInput) -> Eval
     form's; a row that edits a stored role keeps that role's configuration, renamed. Nothing
     is saved; the context is built by the same `check_context_for` as every check.
     """
-    base = spec_from_job(job) if job is not None else JobSpec(
+    keys = team_ssh_keys(team)  # read once for the spec and the context
+    base = spec_from_job(job, team_keys=keys) if job is not None else JobSpec(
         team=team.slug, name="", task_type="", roles=())
     roles = tuple(
         dataclasses.replace(base.roles[origin], name=name)
@@ -64,7 +72,7 @@ def evaluate_basics(*, team: Team, job: Job | None, basics: BasicsInput) -> Eval
                                header_role=basics.header_role)
     names = job.ssh_key_names if job is not None and isinstance(job.ssh_key_names, list) else []
     ctx = check_context_for(spec, team=team, exclude_job_id=job.pk if job is not None else None,
-                            ssh_key_names=[str(n) for n in names])
+                            ssh_key_names=[str(n) for n in names], team_keys=keys)
     return Evaluation(spec=spec, ctx=ctx, findings=check(spec, ctx))
 
 
@@ -73,12 +81,13 @@ def evaluate_draft(job: Job, *, role_index: int | None = None,
     """`jobs.context.evaluate(job)`, or with role `role_index` replaced by `role_body`."""
     if role_body is None or role_index is None:
         return evaluate(job)
-    spec = spec_from_job(job)
+    keys = team_ssh_keys(job.team_id)  # read once for the spec and the context
+    spec = spec_from_job(job, team_keys=keys)
     roles = list(spec.roles)
     if 0 <= role_index < len(roles):
         roles[role_index] = unsaved_role_spec(role_body)
     spec = dataclasses.replace(spec, roles=tuple(roles))
     names = job.ssh_key_names if isinstance(job.ssh_key_names, list) else []
     ctx = check_context_for(spec, team=job.team, exclude_job_id=job.pk,
-                            ssh_key_names=[str(n) for n in names])
+                            ssh_key_names=[str(n) for n in names], team_keys=keys)
     return Evaluation(spec=spec, ctx=ctx, findings=check(spec, ctx))

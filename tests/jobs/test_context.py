@@ -17,6 +17,7 @@ from jobs.core.spec import EnvVar, Mount, ResourcePair
 from jobs.drafts.selectors import job_get_for_user
 from jobs.drafts.services import job_create, ssh_key_create
 from jobs.models import Job, JobState
+from jobs.wizard.evaluation import BasicsInput, evaluate_basics, evaluate_draft
 from rlark_site.foundation.tenancy.models import Team
 from tests.factories import load_fleet_rows
 from tests.jobs.records_support import run_record_for
@@ -194,3 +195,18 @@ def test_evaluate_reads_the_team_ssh_keys_once(team: Team, owner: Any) -> None:
     key_reads = [q["sql"] for q in queries.captured_queries if '"jobs_sshkey"' in q["sql"]]
     assert len(key_reads) == 1
     assert evaluation.ctx.unknown_ssh_key_names == ("nobody",)
+
+
+def test_the_wizard_evaluations_read_the_team_ssh_keys_once(team: Team, owner: Any) -> None:
+    make_job(team, owner, ssh_keys=["nobody"])
+    job = job_get_for_user(owner, "ppo")
+    for run in (
+        lambda: evaluate_draft(job, role_index=0, role_body={"name": "actor"}),
+        lambda: evaluate_basics(team=team, job=job, basics=BasicsInput(
+            name="ppo", task_type=job.task_type, rows=((job.roles.all()[0].name, 0),),
+            header_role=job.header_role)),
+    ):
+        with CaptureQueriesContext(connection) as queries:
+            evaluation = run()
+        assert len([q for q in queries.captured_queries if '"jobs_sshkey"' in q["sql"]]) == 1
+        assert evaluation.ctx.unknown_ssh_key_names == ("nobody",)
