@@ -344,11 +344,12 @@ def _launch_list_images(spec: JobSpec) -> LaunchListImages | None:
 
 
 def record_content_of(parameters: DeploymentParameters) -> dict[str, Any]:
-    """The record's confirmable content (`jobs.core.parameters.record_content`), one query."""
+    """The record's confirmable content (`jobs.core.parameters.record_content`): one query,
+    none when the caller prefetched `verifications`."""
     return record_content(
         roles=parameters.roles, network_domain=parameters.network_domain,
         storage_notes=parameters.storage_notes, network_notes=parameters.network_notes,
-        verifications=parameters.verifications.values_list("pk", "state"),
+        verifications=[(v.pk, v.state) for v in parameters.verifications.all()],
     )
 
 

@@ -94,7 +94,22 @@ class LaunchListDetailView(APIView):
 # --- deployment parameters --------------------------------------------------------------------
 
 
-class DeploymentParametersListView(generics.ListAPIView):
+class _ParametersListMixin(generics.GenericAPIView):
+    """A page of deployment parameters: their effective confirmation states computed for the
+    page at once (`confirmation.confirmation_statuses`), not one record at a time."""
+
+    def get_serializer(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("many") and args:
+            records = list(args[0])
+            kwargs["context"] = {
+                **self.get_serializer_context(),
+                "confirmation_statuses": confirmation.confirmation_statuses(records),
+            }
+            return self.get_serializer_class()(records, *args[1:], **kwargs)
+        return super().get_serializer(*args, **kwargs)
+
+
+class DeploymentParametersListView(_ParametersListMixin, generics.ListAPIView):
     serializer_class = DeploymentParametersSerializer
 
     def get_queryset(self) -> QuerySet[DeploymentParameters]:
@@ -199,7 +214,7 @@ class ParametersRejectView(APIView):
         return Response(DeploymentParametersSerializer(decided).data)
 
 
-class ParametersQueueView(generics.ListAPIView):
+class ParametersQueueView(_ParametersListMixin, generics.ListAPIView):
     """Platform admins: deployment parameters waiting for (or past) a confirmation."""
 
     serializer_class = DeploymentParametersSerializer

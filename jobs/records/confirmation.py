@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +26,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from jobs.context import parameters_view, record_content_of, spec_from_job
+from jobs.context import parameters_view, record_content_of, spec_from_job, team_ssh_keys
 from jobs.core.findings.parameters import describe_change
 from jobs.core.parameters import content_changes, job_content
 from jobs.models import ConfirmationState, DeploymentParameters, Job
@@ -39,6 +39,7 @@ __all__ = [
     "confirmation_reject",
     "confirmation_request",
     "confirmation_status",
+    "confirmation_statuses",
     "current_content",
     "fingerprint",
     "mark_stale_if_changed",
@@ -53,15 +54,16 @@ def fingerprint(content: Mapping[str, Any]) -> str:
     ).hexdigest()
 
 
-def _job_content(job: Job | None) -> dict[str, Any] | None:
-    return job_content(spec_from_job(job)) if job is not None else None
+def _job_content(job: Job | None,
+                 team_keys: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+    return job_content(spec_from_job(job, team_keys=team_keys)) if job is not None else None
 
 
-def current_content(parameters: DeploymentParameters,
-                    job: Job | None = None) -> dict[str, Any]:
+def current_content(parameters: DeploymentParameters, job: Job | None = None, *,
+                    team_keys: Mapping[str, str] | None = None) -> dict[str, Any]:
     """What a confirmation now would cover: the record, and `job` (default: the one asked for)."""
     job = job if job is not None else parameters.confirmation_job
-    return {"record": record_content_of(parameters), "job": _job_content(job),
+    return {"record": record_content_of(parameters), "job": _job_content(job, team_keys),
             "job_name": job.name if job is not None else None}
 
 
@@ -76,6 +78,10 @@ class ConfirmationStatus:
     fingerprint: str = ""  # of what a confirmation now would cover
 
     @property
+    def state_label(self) -> str:
+        return str(ConfirmationState(self.state).label)
+
+    @property
     def reasons(self) -> list[str]:
         return [describe_change(change) for change in self.changes]
 
@@ -85,9 +91,9 @@ class ConfirmationStatus:
                 "fingerprint": self.fingerprint}
 
 
-def confirmation_status(parameters: DeploymentParameters,
-                        job: Job | None = None) -> ConfirmationStatus:
-    current = current_content(parameters, job)
+def confirmation_status(parameters: DeploymentParameters, job: Job | None = None, *,
+                        team_keys: Mapping[str, str] | None = None) -> ConfirmationStatus:
+    current = current_content(parameters, job, team_keys=team_keys)
     stored = parameters.confirmation_state
     changes: list[dict[str, Any]] = []
     if stored in (ConfirmationState.CONFIRMED, ConfirmationState.STALE):
@@ -99,6 +105,27 @@ def confirmation_status(parameters: DeploymentParameters,
         else stored
     return ConfirmationStatus(state=str(state), stored_state=str(stored), changes=changes,
                               job_name=current["job_name"], fingerprint=fingerprint(current))
+
+
+def confirmation_statuses(
+    records: Iterable[DeploymentParameters],
+) -> dict[int, ConfirmationStatus]:
+    """`confirmation_status` of each record (by pk) for the job it was asked for, in bounded
+    queries for a list: the jobs with their roles and teams at once, each team's SSH keys once.
+
+    Prefetch the records' `verifications` (`record_content_of` reads them)."""
+    records = list(records)
+    job_ids = {r.confirmation_job_id for r in records if r.confirmation_job_id is not None}
+    jobs = {job.pk: job for job in Job.objects.filter(pk__in=job_ids)
+            .select_related("team").prefetch_related("roles")} if job_ids else {}
+    keys = {team_id: team_ssh_keys(team_id) for team_id in {j.team_id for j in jobs.values()}}
+    statuses = {}
+    for record in records:
+        job = jobs.get(record.confirmation_job_id) if record.confirmation_job_id else None
+        statuses[record.pk] = confirmation_status(
+            record, job, team_keys=keys[job.team_id] if job is not None else None
+        )
+    return statuses
 
 
 def pending_confirmations() -> int:

@@ -12,7 +12,7 @@ from jobs.core.findings.base import NAME_MAX, ROLE_NAME
 from jobs.core.images import IMAGE_PLACEHOLDER, is_pinned_reference
 from jobs.models import ConfirmationState, DeploymentParameters, LaunchList
 from jobs.observe.patterns import PATTERN_MAX, pattern_problem
-from jobs.records.confirmation import confirmation_status
+from jobs.records.confirmation import ConfirmationStatus, confirmation_status
 from rlark_site.foundation.limits import (
     MAX_CHECKLIST_ANSWERS,
     MAX_DEVICE_KINDS,
@@ -196,8 +196,10 @@ class ConfirmationSerializer(serializers.Serializer):
     stale_at = serializers.DateTimeField(allow_null=True)
 
 
-def confirmation_body(parameters: DeploymentParameters) -> dict[str, Any]:
-    status = confirmation_status(parameters)
+def confirmation_body(parameters: DeploymentParameters,
+                      status: ConfirmationStatus | None = None) -> dict[str, Any]:
+    """`status`: the record's `confirmation_status` when the caller computed it for a list."""
+    status = status if status is not None else confirmation_status(parameters)
     requested_by = parameters.confirmation_requested_by
     decided_by = parameters.confirmation_decided_by
     return {
@@ -229,7 +231,8 @@ class DeploymentParametersSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(ConfirmationSerializer)
     def get_confirmation(self, obj: DeploymentParameters) -> dict[str, Any]:
-        return ConfirmationSerializer(confirmation_body(obj)).data
+        statuses = self.context.get("confirmation_statuses") or {}
+        return ConfirmationSerializer(confirmation_body(obj, statuses.get(obj.pk))).data
 
 
 class ConfirmationRequestInSerializer(serializers.Serializer):

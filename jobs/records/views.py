@@ -133,9 +133,11 @@ def _parameters_form(request: HttpRequest, team: Team, **kwargs: Any) -> Deploym
 @require_GET
 def deployment_parameters(request: HttpRequest) -> HttpResponse:
     team = _team(request)
-    records = selectors.deployment_parameters_for_user(request.user, team=team)
+    records = list(selectors.deployment_parameters_for_user(request.user, team=team))
+    statuses = confirmation.confirmation_statuses(records)
+    rows = [(record, statuses[record.pk]) for record in records]
     return render(request, "jobs/records/deployment_parameters.html",
-                  {"team": team, "records": records})
+                  {"team": team, "records": records, "rows": rows})
 
 
 @login_required
