@@ -28,6 +28,7 @@ NAV = [
     ("jobs:help-glossary", _("Glossary"), ALL),
     ("swagger-ui", _("API"), ALL),
     ("tokens", _("API tokens"), ALL),
+    ("notification-preferences", _("Notifications"), ALL),
     ("teams:list", _("Teams"), ALL),
 ]
 

@@ -32,6 +32,7 @@ urlpatterns = [
     path("team/switch/", views.switch_team, name="switch-team"),
     path("account/tokens/", views.tokens, name="tokens"),
     path("account/tokens/<int:token_id>/revoke/", views.token_revoke_view, name="token-revoke"),
+    path("account/notifications/", include("jobs.notify.account_urls")),
     path("i18n/", include("django.conf.urls.i18n")),
     path("health/live", health.live, name="health-live"),
     path("health/ready", health.ready, name="health-ready"),

@@ -16,12 +16,14 @@ from jobs.notify import services
 from rlark_site.foundation.exceptions import ApplicationError, NotFoundError
 from rlark_site.foundation.tenancy.access import access_team, can_manage_members
 from rlark_site.foundation.tenancy.models import Team
+from rlark_site.foundation.validators import validate_webhook_url
 
 _LANGUAGES = [code for code, _name in settings.LANGUAGES]
 
 
 class WebhookInSerializer(serializers.Serializer[object]):
-    url = serializers.URLField(max_length=500, help_text="http(s) URL that receives the POSTs")
+    url = serializers.URLField(max_length=500, validators=[validate_webhook_url],
+                               help_text="http(s) URL that receives the POSTs")
     secret = serializers.CharField(min_length=16, max_length=200, write_only=True)
     enabled = serializers.BooleanField(default=True)
 

@@ -11,6 +11,7 @@ from django.utils.translation import gettext_lazy as _
 
 from rlark_site.foundation.audit.tracking import audited
 from rlark_site.foundation.tenancy.models import Team
+from rlark_site.foundation.validators import validate_webhook_url
 
 
 class EventKind(models.TextChoices):
@@ -69,7 +70,7 @@ class NotificationEvent(models.Model):
 @audited(exclude=["secret_encrypted"])
 class TeamWebhook(models.Model):
     team = models.OneToOneField(Team, on_delete=models.CASCADE, related_name="webhook")
-    url = models.URLField(max_length=500)
+    url = models.URLField(max_length=500, validators=[validate_webhook_url])
     secret_encrypted = models.TextField()
     enabled = models.BooleanField(default=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -105,8 +106,10 @@ class WebhookDelivery(models.Model):
         return f"{self.event_id} -> {self.url}"
 
 
+@audited()
 class NotificationPreference(models.Model):
-    """The events that email one user (none unless chosen), and the language of the mail."""
+    """The events that email one user (none unless chosen), and the language of the mail;
+    set through `services.preferences_set` by the API and the account page, audited."""
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
                                 related_name="notification_preference")

@@ -6,18 +6,18 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.core.validators import URLValidator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_GET, require_http_methods
 
-from jobs.models import TeamWebhook
+from jobs.models import EventKind, NotificationPreference, TeamWebhook
 from jobs.notify import services
 from jobs.notify.selectors import team_deliveries, team_memberships
 from rlark_site.foundation.tenancy.access import (
@@ -27,8 +27,37 @@ from rlark_site.foundation.tenancy.access import (
     visible_teams,
 )
 from rlark_site.foundation.tenancy.models import Team
+from rlark_site.foundation.validators import validate_webhook_url
 
 DELIVERIES_PER_PAGE = 25
+
+
+class PreferencesForm(forms.Form):
+    """The signed-in user's choice of events that email them (the API's choices: every
+    `EventKind`), and the language of the mail."""
+
+    email_events = forms.MultipleChoiceField(
+        label=gettext_lazy("Email me when"), required=False, choices=EventKind.choices,
+        widget=forms.CheckboxSelectMultiple)
+    language = forms.ChoiceField(label=gettext_lazy("Language of the mail"),
+                                 choices=settings.LANGUAGES)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def preferences(request: HttpRequest) -> HttpResponse:
+    """The user's own notification preferences, saved by `services.preferences_set` (the
+    service the API's `PUT notifications/preferences/` uses)."""
+    current = NotificationPreference.objects.filter(user__pk=request.user.pk or 0).first()
+    initial = ({"email_events": current.email_events, "language": current.language}
+               if current is not None else
+               {"email_events": [], "language": request.LANGUAGE_CODE})
+    form = PreferencesForm(request.POST if request.method == "POST" else None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        services.preferences_set(user=request.user, **form.cleaned_data)
+        messages.success(request, _("Notification preferences saved."))
+        return redirect("notification-preferences")
+    return render(request, "account/notifications.html", {"form": form})
 
 
 class WebhookForm(forms.Form):
@@ -37,7 +66,7 @@ class WebhookForm(forms.Form):
 
     url = forms.URLField(
         label=gettext_lazy("URL"), max_length=500, assume_scheme="https",
-        validators=[URLValidator(schemes=["http", "https"])],
+        validators=[validate_webhook_url],
         help_text=gettext_lazy("RLark POSTs each event here as signed JSON."),
     )
     secret = forms.CharField(

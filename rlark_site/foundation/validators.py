@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from django.core.validators import RegexValidator
+from django.core.validators import RegexValidator, URLValidator
 from django.utils.translation import gettext_lazy as _
 
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -21,3 +21,9 @@ no_control_characters = RegexValidator(
     code="control_characters",
     inverse_match=True,
 )
+
+
+# A webhook's URL: http or https only (RLark POSTs JSON to it). The one rule, used by the
+# TeamWebhook model, the API serializer and the team page form.
+validate_webhook_url = URLValidator(schemes=["http", "https"])
+

@@ -14,7 +14,13 @@ from celery import current_app
 from django.core import mail
 from django.urls import reverse
 
-from jobs.models import EventKind, NotificationEvent, RunRecord, WebhookDelivery
+from jobs.models import (
+    EventKind,
+    NotificationEvent,
+    RunRecord,
+    TeamWebhook,
+    WebhookDelivery,
+)
 from jobs.notify.services import emit, preferences_set, webhook_set
 from jobs.records.status import sync_submitted_jobs
 from rlark_site.foundation.tenancy.models import Team
@@ -146,6 +152,15 @@ def test_only_maintainers_set_the_webhook(team: Team, owner: Any, member: Any,
     assert answer.status_code == 200 and "secret" not in answer.json()
     short = {"url": "https://hooks.example.com/rlark", "secret": "short"}
     assert api_client_for(owner).put(url, short, format="json").status_code == 400
+
+
+def test_the_api_refuses_a_webhook_url_that_is_not_http(team: Team, owner: Any,
+                                                        api_client_for: Any) -> None:
+    url = reverse("api:team-webhook", args=[team.slug])
+    body = {"url": "ftp://hooks.example.com/rlark", "secret": SECRET}
+    answer = api_client_for(owner).put(url, body, format="json")
+    assert answer.status_code == 400 and "url" in str(answer.json())
+    assert not TeamWebhook.objects.filter(team=team).exists()
 
 
 def test_preferences_choose_known_events(owner: Any, api_client_for: Any) -> None:
