@@ -336,7 +336,7 @@ def common_findings(request: HttpRequest, *, job: Job) -> HttpResponse:
             findings = finding_views(evaluate(preview).findings)
     fields = _common_fields(findings)
     return render(request, "jobs/wizard/_common_live.html", {
-        "fields": [fields[path] for path in _COMMON_PATHS],
+        "fields": [fields[path] for path in _COMMON_PATHS], "general": fields.general,
         "steps": step_links(current=STEP_COMMON, findings=findings),
     })
 

@@ -342,3 +342,39 @@ def test_step_1_loads_and_saves_in_a_bounded_number_of_queries(
         response = web.post(step("target", 1), basics(
             "target", ["Actor", "Rollout", "Environment"], origins=["0", "1", "2"], goto="next"))
     assert response.status_code == 302
+
+
+def step_findings(html: str) -> str:
+    """The out-of-band list of the step's findings without a field on the page."""
+    opened = '<div id="step-findings" class="general-findings" role="alert"'
+    assert html.count(opened) == 1
+    rest = html.split(opened)[1]
+    assert rest.split(">")[0].endswith('hx-swap-oob="true"')
+    return rest.split(">", 1)[1].split("</div>")[0]
+
+
+def test_the_live_answers_refresh_the_step_level_findings(
+    web: Client, team: Team, member: Any
+) -> None:
+    job_create(team=team, user=member, data={"name": "mine", "roles": [{"name": "Actor"}],
+                                             "header_role": "Actor"})
+    page = web.get(step("mine", 1)).content.decode()
+    assert '<div id="step-findings" class="general-findings" role="alert" hidden>' in page
+    # A team slug from before the slug rule (written directly): the engine's job.team.invalid
+    # has no field on step 1, so it is listed at the top of the step, live.
+    slug = team.slug
+    Team.objects.filter(pk=team.pk).update(slug="Legacy Team")
+    caused = web.post(LIVE, basics("mine", ["Actor"], current_job="mine")).content.decode()
+    assert "job.team.invalid" in step_findings(caused)
+    assert step_badge(caused, 1) == "1 error"
+    Team.objects.filter(pk=team.pk).update(slug=slug)
+    fixed = web.post(LIVE, basics("mine", ["Actor"], current_job="mine")).content.decode()
+    assert step_findings(fixed) == "" and "job.team.invalid" not in fixed
+    assert ('<div id="step-findings" class="general-findings" role="alert" hidden '
+            'hx-swap-oob="true">') in fixed
+    assert step_badge(fixed, 1) == ""
+    # Steps 2 and 3 answer the list too (nothing there without a field on those steps).
+    common = reverse("jobs:wizard-common-findings", kwargs={"name": "mine"})
+    assert step_findings(web.post(common, {"header_role": "Actor"}).content.decode()) == ""
+    matches = reverse("jobs:wizard-matches", kwargs={"name": "mine", "index": 0})
+    assert step_findings(web.post(matches, {"role": "0"}).content.decode()) == ""
