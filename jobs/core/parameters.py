@@ -156,6 +156,24 @@ def content_changes(confirmed: Mapping[str, Any], *, record: Mapping[str, Any],
     return changes
 
 
+def effective_confirmation(stored: str, confirmed: Mapping[str, Any], *,
+                           record: Mapping[str, Any], job: Mapping[str, Any] | None,
+                           stale_reasons: Iterable[Mapping[str, Any]] = ()
+                           ) -> tuple[str, list[dict[str, Any]]]:
+    """The one rule for a confirmation's state today: `(state, changes)`.
+
+    A confirmed (or stored-stale) record is compared with today's content; a confirmed one whose
+    content changed is `stale` with those changes, and a stored-stale one with no difference left
+    keeps its stored reasons. Pending and rejected records have no changes.
+    """
+    if stored not in ("confirmed", "stale"):
+        return stored, []
+    changes = content_changes(confirmed, record=record, job=job)
+    if stored == "stale" and not changes:
+        changes = [dict(reason) for reason in stale_reasons]
+    return ("stale" if changes else stored), changes
+
+
 def same_value(a: object, b: object) -> bool:
     """Equal as counts (8 == "8" is not: values are compared as typed), else as JSON."""
     if is_count(a) and is_count(b):

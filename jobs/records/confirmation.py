@@ -28,7 +28,7 @@ from django.utils.translation import gettext as _
 
 from jobs.context import parameters_view, record_content_of, spec_from_job, team_ssh_keys
 from jobs.core.findings.parameters import describe_change
-from jobs.core.parameters import content_changes, job_content
+from jobs.core.parameters import content_changes, effective_confirmation, job_content
 from jobs.models import ConfirmationState, DeploymentParameters, Job
 from rlark_site.foundation.exceptions import ApplicationError, NotFoundError
 from rlark_site.foundation.tenancy.access import AnyUser, require_platform_admin
@@ -95,14 +95,10 @@ def confirmation_status(parameters: DeploymentParameters, job: Job | None = None
                         team_keys: Mapping[str, str] | None = None) -> ConfirmationStatus:
     current = current_content(parameters, job, team_keys=team_keys)
     stored = parameters.confirmation_state
-    changes: list[dict[str, Any]] = []
-    if stored in (ConfirmationState.CONFIRMED, ConfirmationState.STALE):
-        changes = content_changes(parameters.confirmed_content or {}, record=current["record"],
-                                  job=current["job"])
-    if stored == ConfirmationState.STALE and not changes:
-        changes = list(parameters.confirmation_stale_reasons or [])
-    state = ConfirmationState.STALE if changes and stored == ConfirmationState.CONFIRMED \
-        else stored
+    state, changes = effective_confirmation(
+        str(stored), parameters.confirmed_content or {}, record=current["record"],
+        job=current["job"], stale_reasons=parameters.confirmation_stale_reasons or [],
+    )
     return ConfirmationStatus(state=str(state), stored_state=str(stored), changes=changes,
                               job_name=current["job_name"], fingerprint=fingerprint(current))
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from jobs.core.parameters import (
     ParametersView,
-    content_changes,
+    effective_confirmation,
     job_content,
     normal_mounts,
     pairs_as_dict,
@@ -187,10 +187,10 @@ def confirmation_findings(spec: JobSpec, view: ParametersView) -> Iterator[Findi
             field=FIELD, state=view.state, parameters=view.id,
         )
         return
-    changes = content_changes(view.confirmed, record=view.content, job=job_content(spec))
-    if view.state == "stale" and not changes:
-        changes = [dict(reason) for reason in view.stale_reasons]
-    if view.state == "stale" or changes:
+    state, changes = effective_confirmation(view.state, view.confirmed, record=view.content,
+                                            job=job_content(spec),
+                                            stale_reasons=view.stale_reasons)
+    if state == "stale":
         reasons = "; ".join(describe_change(c) for c in changes) or _("it was changed")
         yield new_finding(
             "deployment_parameters.confirmation_stale",
