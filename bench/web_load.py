@@ -16,8 +16,16 @@ with RLARK_WEB_WORKERS / RLARK_WEB_THREADS) and drives `--clients` client thread
 
 Prints requests/s, p50/p95/p99, errors and the largest answer (kB) per route and in total
 for each configuration: today's single worker (1 worker, 8 threads) and the new default
-(the CPU-sized one).
+(the CPU-sized one); `--also "label:VAR=value,VAR=value"` (repeatable) adds configurations
+of your own (e.g. `--also "2x8:RLARK_WEB_WORKERS=2,RLARK_WEB_THREADS=8"`).
 Targets: p95 < 300 ms per route, 0 errors, total throughput >= 2x the single worker.
+
+For each configuration it also prints what a request cost in CPU, read from /proc while the
+clients ran: the web processes (gunicorn's session), the PostgreSQL backends serving the
+bench's database, and the clients themselves (this process), in CPU ms per request, with the
+load average before and after. With these, the capacity a machine needs is arithmetic: 50
+closed-loop clients wait under 300 ms only when the server answers about 50 / 0.3 = 167
+requests a second, i.e. about 167 x (web + database ms) / 1000 cores besides the clients'.
 The server is stopped and the scratch database dropped at the end.
 """
 
@@ -45,7 +53,7 @@ from benchlib import REPO, percentile, scratch_database, setup_django
 NARROW = {"topology.rlinf.io/cluster": "big-00", "rlinf.io/rack": "rack-3"}
 BROAD = {"rlinf.io/pool": "big"}
 PENDING_REQUESTS = 10
-CONFIGURATIONS = (
+CONFIGURATIONS: tuple[tuple[str, dict[str, str]], ...] = (
     ("single worker (1 worker x 8 threads)", {"RLARK_WEB_WORKERS": "1", "RLARK_WEB_THREADS": "8"}),
     ("new default (CPU-sized)", {}),
 )
@@ -189,7 +197,7 @@ def _free_port() -> int:
 
 
 @contextmanager
-def web_server(database: str, extra_env: dict[str, str]) -> Iterator[str]:
+def web_server(database: str, extra_env: dict[str, str]) -> Iterator[tuple[str, int]]:
     """gunicorn with RLark's settings module on a loopback port, for the `with` block."""
     import requests
     from django.db import connection
@@ -228,7 +236,7 @@ def web_server(database: str, extra_env: dict[str, str]) -> Iterator[str]:
                 sys.stderr.write(log.read()[-4000:].decode(errors="replace"))
                 raise SystemExit("gunicorn did not start")
             time.sleep(0.3)
-        yield base
+        yield base, process.pid
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         try:
@@ -237,6 +245,57 @@ def web_server(database: str, extra_env: dict[str, str]) -> Iterator[str]:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
         log.close()
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _proc_cpu(pid: int) -> tuple[int, float] | None:
+    """(session id, CPU seconds) of a process from /proc, or None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    # After the command: state ppid pgrp session ... utime(12) stime(13) (0-based here)
+    return int(fields[3]), (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def session_cpu(session: int) -> float:
+    """CPU seconds used so far by the live processes of a session (gunicorn's master and
+    workers; a worker recycled meanwhile takes its figure with it, so this errs low)."""
+    total = 0.0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and (found := _proc_cpu(int(entry.name))) is not None:
+            total += found[1] if found[0] == session else 0.0
+    return total
+
+
+def database_cpu(database: str) -> float:
+    """CPU seconds used so far by the PostgreSQL backends connected to `database` (readable in
+    /proc when the server runs on this machine; 0 when it does not)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", [database])
+        pids = [row[0] for row in cursor.fetchall()]
+    return sum(found[1] for pid in pids if (found := _proc_cpu(pid)) is not None)
+
+
+@dataclass
+class CpuUse:
+    web: float
+    database: float
+    clients: float
+    load: tuple[float, float]
+
+    @classmethod
+    def sample(cls, session: int, database: str) -> CpuUse:
+        return cls(session_cpu(session), database_cpu(database), time.process_time(),
+                   (os.getloadavg()[0], 0.0))
+
+    def since(self, start: CpuUse) -> CpuUse:
+        return CpuUse(self.web - start.web, self.database - start.database,
+                      self.clients - start.clients, (start.load[0], self.load[0]))
 
 
 def client_loop(base: str, index: int, plan: list[Route], data: dict[str, Any],
@@ -279,7 +338,15 @@ def drive(base: str, plan: list[Route], data: dict[str, Any], *, clients: int,
     return tally
 
 
-def report(title: str, tally: Tally, seconds: float) -> float:
+def cpu_per_request(cpu: CpuUse, tally: Tally) -> tuple[float, float, float]:
+    """(web, database, clients) CPU seconds per request of a configuration's run."""
+    count = sum(len(values) for values in tally.latencies.values())
+    if not count:
+        return (0.0, 0.0, 0.0)
+    return (cpu.web / count, cpu.database / count, cpu.clients / count)
+
+
+def report(title: str, tally: Tally, seconds: float, cpu: CpuUse, clients: int) -> float:
     print(f"\n{title}")
     print(f"  {'route':16s} {'req/s':>7s} {'p50 ms':>8s} {'p95 ms':>8s} {'p99 ms':>8s} "
           f"{'errors':>6s} {'requests':>8s} {'max kB':>7s}")
@@ -295,6 +362,14 @@ def report(title: str, tally: Tally, seconds: float) -> float:
     print(f"  {'all routes':16s} {total:7.1f} {percentile(everything, .5) * 1e3:8.0f} "
           f"{percentile(everything, .95) * 1e3:8.0f} {percentile(everything, .99) * 1e3:8.0f} "
           f"{errors:6d} {len(everything):8d}", flush=True)
+    if everything:
+        per = 1e3 / len(everything)
+        server = (cpu.web + cpu.database) * per
+        print(f"  CPU per request: web {cpu.web * per:.1f} ms, "
+              f"database {cpu.database * per:.1f} ms, clients {cpu.clients * per:.1f} ms; "
+              f"load average {cpu.load[0]:.1f} -> "
+              f"{cpu.load[1]:.1f}; p95 < 300 ms for {clients} clients needs about "
+              f"{server * clients / 0.3 / 1e3:.1f} cores for the server at this cost", flush=True)
     return total
 
 
@@ -306,13 +381,35 @@ def run(args: argparse.Namespace, database: str) -> None:
     cpus = gunicorn_conf.available_cpus()
     print(f"{cpus} CPUs; default: {gunicorn_conf.default_workers(cpus)} workers x "
           f"{gunicorn_conf.threads} threads; {args.clients} clients for {args.seconds:.0f} s each")
-    throughput = []
-    for title, extra_env in CONFIGURATIONS:
-        with web_server(database, extra_env) as base:
+    throughput: list[float] = []
+    costs: list[tuple[float, float, float]] = []
+    for title, extra_env in [*CONFIGURATIONS, *args.also]:
+        with web_server(database, extra_env) as (base, session):
             drive(base, plan, data, clients=min(args.clients, 8), seconds=3)  # warm up
+            start = CpuUse.sample(session, database)
             tally = drive(base, plan, data, clients=args.clients, seconds=args.seconds)
-        throughput.append(report(title, tally, args.seconds))
+            cpu = CpuUse.sample(session, database).since(start)
+        throughput.append(report(title, tally, args.seconds, cpu, args.clients))
+        costs.append(cpu_per_request(cpu, tally))
     print(f"\nthroughput, new default / single worker: {throughput[1] / throughput[0]:.2f}x")
+    # One worker runs Python on one core at a time (the GIL), so it is bounded by the web
+    # CPU of a request; the default shares the machine's cores with the database and the
+    # clients, so it is bounded by all three: the ratio this machine can show at most.
+    web, everything = costs[0][0], sum(costs[1])
+    if web and everything:
+        bound = cpus * web / everything
+        print(f"at these costs, {cpus} CPUs allow the default at most {bound:.2f}x"
+              f" the single worker on an otherwise idle machine (CPUs x web / (web + database +"
+              f" clients) CPU per request)")
+
+
+def configuration(text: str) -> tuple[str, dict[str, str]]:
+    """`label:VAR=value,VAR=value` as (label, environment)."""
+    label, _, assignments = text.partition(":")
+    pairs = [item.partition("=") for item in assignments.split(",") if item]
+    if not label or any(not name or not sep for name, sep, _ in pairs):
+        raise argparse.ArgumentTypeError(f"expected LABEL:VAR=VALUE,...; got {text!r}")
+    return label, {name: value for name, _, value in pairs}
 
 
 def main() -> None:
@@ -323,6 +420,8 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--teams", type=int, default=100)
+    parser.add_argument("--also", type=configuration, action="append", default=[],
+                        metavar="LABEL:VAR=VALUE,...", help="another configuration to drive")
     args = parser.parse_args()
     setup_django()
     import redis
