@@ -10,9 +10,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote
 
 from django.core.validators import ProhibitNullCharactersValidator
 from django.urls import reverse
+from django.utils.http import RFC3986_SUBDELIMS
 from django.utils.translation import gettext
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
@@ -245,6 +247,9 @@ class FindingSerializer(serializers.Serializer):
     detail = serializers.DictField()
 
 
+_NAME_PLACEHOLDER = "job-name-placeholder-0"
+
+
 def _url(request: Any, name: str, *args: Any) -> str:
     path = reverse(name, args=args)
     return request.build_absolute_uri(path) if request is not None else path
@@ -266,7 +271,15 @@ class JobSummarySerializer(serializers.ModelSerializer):
                   "created_at", "updated_at", "submitted_at", "url"]
 
     def get_url(self, job: Job) -> str:
-        return _url(self.context.get("request"), "api:job-detail", job.name)
+        # A page of jobs reverses the route once: the detail URL with a placeholder name,
+        # kept in the serializer's context (shared by the rows of a list), then filled in.
+        template = self.context.get("_job_url_template")
+        if template is None:
+            template = _url(self.context.get("request"), "api:job-detail", _NAME_PLACEHOLDER)
+            self.context["_job_url_template"] = template
+        # quoted as reverse() quotes a path
+        return template.replace(_NAME_PLACEHOLDER, quote(job.name, safe=f"{RFC3986_SUBDELIMS}~:@"),
+                                1)
 
 
 class JobLinksSerializer(serializers.Serializer):

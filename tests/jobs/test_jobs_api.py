@@ -249,6 +249,16 @@ def test_list_shows_the_teams_jobs_only(
     assert api.get(JOBS, {"team": "nlp-rl"}).status_code == 404
 
 
+def test_each_listed_job_links_to_its_own_detail(api: APIClient) -> None:
+    for name in ("ours-a", "ours-b", "ours-c"):
+        api.post(JOBS, body(name=name), format="json")
+    listed = api.get(JOBS).json()["results"]
+    assert {j["url"] for j in listed} == {
+        f"http://testserver{JOBS}{name}/" for name in ("ours-a", "ours-b", "ours-c")}
+    for job in listed:
+        assert api.get(job["url"]).json()["name"] == job["name"]
+
+
 def test_another_teams_job_answers_404_everywhere(
     api: APIClient, outsider_api: APIClient, other_team: Team
 ) -> None:
