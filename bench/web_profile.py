@@ -175,11 +175,7 @@ def main() -> None:
     parser.add_argument("--pyinstrument", metavar="ROUTE", help="profile this route instead")
     args = parser.parse_args()
     setup_django()
-    import logging
-
     import redis
-
-    logging.getLogger("rlark.request").setLevel(logging.WARNING)  # a line per request
     from django.conf import settings
 
     try:

@@ -17,9 +17,13 @@ def setup_django() -> None:
     sys.path.insert(0, str(REPO))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rlark_site.settings")
     os.environ.setdefault("RLARK_DEV_SECRETS", "1")
+    import logging
+
     import django
 
     django.setup()
+    # A bench prints its figures; the line per request the web stack logs would bury them.
+    logging.getLogger("rlark.request").setLevel(logging.WARNING)
 
 
 def _end_sessions_on(name: str) -> None:
