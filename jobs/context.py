@@ -10,15 +10,16 @@ clusters, network domains, names and SSH keys, plus two per distinct role select
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from django.db.models import Exists, OuterRef, Q
 from django.utils.translation import gettext
 
-from clusters.inventory.selectors import device_names
+from clusters.inventory.selectors import ClusterInventory, cluster_inventory
 from clusters.matching import match_many
-from clusters.models import Cluster, ClusterJob, NetworkDomain, StorageClass
+from clusters.models import ClusterJob, NetworkDomain
 from clusters.verifications.selectors import verification_views
 from jobs.core.findings import check, has_errors
 from jobs.core.parameters import record_content
@@ -43,6 +44,7 @@ from rlark_site.foundation.tenancy.models import Team
 __all__ = [
     "Evaluation",
     "check_context_for",
+    "cluster_inventory_of",
     "evaluate",
     "name_findings",
     "name_is_taken",
@@ -56,16 +58,26 @@ SelectorKey = tuple[tuple[str, str], ...]
 VerificationKey = tuple[str, SelectorKey]
 
 
-class Evaluation(NamedTuple):
-    """A job as the engine saw it: the frozen spec, the world it was checked in, the findings."""
+@dataclass(frozen=True)
+class Evaluation:
+    """A job as the engine saw it: the frozen spec, the world it was checked in, the findings.
+
+    `inventory` holds the spec's clusters as they were read for `ctx` (storage classes and
+    devices in the database's order), so a page showing what a cluster offers does not read
+    them again. Unpacks as ``spec, ctx, findings``.
+    """
 
     spec: JobSpec
     ctx: CheckContext
     findings: list[Finding]
+    inventory: Mapping[str, ClusterInventory] = field(default_factory=dict)
 
     @property
     def has_errors(self) -> bool:
         return has_errors(self.findings)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.spec, self.ctx, self.findings))
 
 
 # --- spec ---------------------------------------------------------------------------------
@@ -206,24 +218,20 @@ def _cluster_names(spec: JobSpec) -> list[str]:
     return sorted({role.cluster for role in spec.roles if isinstance(role.cluster, str)} - {""})
 
 
-def _cluster_facts(names: Sequence[str]) -> dict[str, ClusterFacts]:
-    if not names:
-        return {}
-    namespaces = dict(Cluster.objects.filter(name__in=names).values_list("name", "namespace"))
-    storage: dict[str, set[str]] = {}
-    for cluster, storage_class in StorageClass.objects.filter(
-        cluster__name__in=names
-    ).values_list("cluster__name", "name"):
-        storage.setdefault(cluster, set()).add(storage_class)
-    devices = device_names(names)
+def cluster_inventory_of(spec: JobSpec) -> dict[str, ClusterInventory]:
+    """The clusters the spec's roles name, as `check_context_for` reads them (one query)."""
+    return cluster_inventory(_cluster_names(spec))
+
+
+def _cluster_facts(inventory: Mapping[str, ClusterInventory]) -> dict[str, ClusterFacts]:
     return {
         name: ClusterFacts(
             name=name,
-            namespace=namespace,
-            storage_classes=frozenset(storage.get(name, ())),
-            device_names=frozenset(devices.get(name, ())),
+            namespace=row.namespace,
+            storage_classes=frozenset(row.storage_classes),
+            device_names=frozenset(row.device_names),
         )
-        for name, namespace in namespaces.items()
+        for name, row in inventory.items()
     }
 
 
@@ -304,19 +312,23 @@ def check_context_for(
     exclude_job_id: int | None = None,
     ssh_key_names: Sequence[str] = (),
     team_keys: Mapping[str, str] | None = None,
+    inventory: Mapping[str, ClusterInventory] | None = None,
 ) -> CheckContext:
     """Everything outside the draft the rules need, in a bounded number of queries.
 
     `exclude_job_id` is the job being checked (its own name is not "taken" by itself);
     `ssh_key_names` are the key names the draft asks for (unknown ones are reported);
-    `team_keys` are the team's keys if the caller already read them (else one query).
+    `team_keys` are the team's keys if the caller already read them (else one query);
+    `inventory` is `cluster_inventory_of(spec)` if the caller already read it (else one query).
     """
     if team_keys is None:
         team_keys = team_ssh_keys(team)
+    if inventory is None:
+        inventory = cluster_inventory_of(spec)
     _lines, unknown = _resolve_ssh_keys([_text(n) for n in ssh_key_names], team_keys)
     taken = name_is_taken(spec.name, exclude_job_id=exclude_job_id)
     return CheckContext(
-        clusters=_cluster_facts(_cluster_names(spec)),
+        clusters=_cluster_facts(inventory),
         matches=_matches(spec),
         verifications=_verifications_for(team, _verification_pairs(spec)),
         network_domains=_network_domains(),
@@ -391,8 +403,9 @@ def evaluate(job: Job) -> Evaluation:
     """Check a stored job: its spec, the context it was checked in, and the findings."""
     team_keys = team_ssh_keys(job.team_id)  # read once for the spec and the context
     spec = spec_from_job(job, team_keys=team_keys)
+    inventory = cluster_inventory_of(spec)
     ctx = check_context_for(
         spec, team=job.team, exclude_job_id=job.pk, ssh_key_names=_requested_key_names(job),
-        team_keys=team_keys,
+        team_keys=team_keys, inventory=inventory,
     )
-    return Evaluation(spec=spec, ctx=ctx, findings=check(spec, ctx))
+    return Evaluation(spec=spec, ctx=ctx, findings=check(spec, ctx), inventory=inventory)

@@ -45,6 +45,56 @@ def device_names(clusters: Sequence[str]) -> dict[str, tuple[str, ...]]:
     return {cluster: tuple(devices) for cluster, devices in names.items()}
 
 
+# Each named cluster's namespace, storage classes and the rlinf.io/* resources its present
+# nodes report, in one query: the same reads as `StorageClass` (ordered by name) and
+# `device_names`, aggregated per cluster.
+_CLUSTER_INVENTORY_SQL = """
+SELECT c.name, c.namespace,
+    ARRAY(SELECT s.name FROM clusters_storageclass s WHERE s.cluster_id = c.id ORDER BY s.name),
+    ARRAY(
+        SELECT DISTINCT d.key
+        FROM clusters_node n
+        CROSS JOIN LATERAL jsonb_object_keys(
+            CASE WHEN jsonb_typeof(n.devices) = 'object' THEN n.devices ELSE '{}'::jsonb END
+        ) AS d(key)
+        WHERE n.cluster_id = c.id AND NOT n.gone AND d.key LIKE %s
+        ORDER BY d.key
+    )
+FROM clusters_cluster c
+WHERE c.name = ANY(%s)
+ORDER BY c.name
+"""
+
+
+@dataclass(frozen=True)
+class ClusterInventory:
+    """What a job's rules and the wizard read of one cluster besides its nodes: its namespace,
+    its storage classes and the rlinf.io/* resources its present nodes report (both sorted
+    as the database sorts them)."""
+
+    name: str
+    namespace: str
+    storage_classes: tuple[str, ...]
+    device_names: tuple[str, ...]
+
+
+def cluster_inventory(clusters: Sequence[str]) -> dict[str, ClusterInventory]:
+    """`ClusterInventory` of each named cluster that exists, by name (one query)."""
+    if not clusters:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(_CLUSTER_INVENTORY_SQL, [f"{DEVICE_PREFIX}%", list(clusters)])
+        rows = cursor.fetchall()
+    return {
+        str(name): ClusterInventory(
+            name=str(name), namespace=str(namespace),
+            storage_classes=tuple(str(s) for s in storage),
+            device_names=tuple(str(d) for d in devices),
+        )
+        for name, namespace, storage, devices in rows
+    }
+
+
 @dataclass(frozen=True)
 class LabelFilter:
     """`key=value` conditions typed by a user, parsed; `problems` says what is wrong."""

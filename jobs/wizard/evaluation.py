@@ -15,6 +15,7 @@ from typing import Any
 from jobs.context import (
     Evaluation,
     check_context_for,
+    cluster_inventory_of,
     evaluate,
     role_spec,
     spec_from_job,
@@ -88,6 +89,8 @@ def evaluate_draft(job: Job, *, role_index: int | None = None,
         roles[role_index] = unsaved_role_spec(role_body)
     spec = dataclasses.replace(spec, roles=tuple(roles))
     names = job.ssh_key_names if isinstance(job.ssh_key_names, list) else []
+    inventory = cluster_inventory_of(spec)
     ctx = check_context_for(spec, team=job.team, exclude_job_id=job.pk,
-                            ssh_key_names=[str(n) for n in names], team_keys=keys)
-    return Evaluation(spec=spec, ctx=ctx, findings=check(spec, ctx))
+                            ssh_key_names=[str(n) for n in names], team_keys=keys,
+                            inventory=inventory)
+    return Evaluation(spec=spec, ctx=ctx, findings=check(spec, ctx), inventory=inventory)

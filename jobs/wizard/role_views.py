@@ -95,7 +95,8 @@ def _panel(*, index: int, body: Mapping[str, Any], evaluation: Evaluation,
     role = evaluation.spec.roles[index]
     match = role_match(role, evaluation.ctx)
     clusters = cluster_names()
-    offer = cluster_offer(role.cluster if role.cluster in clusters else "")
+    chosen = role.cluster if role.cluster in clusters else ""
+    offer = cluster_offer(chosen, inventory=evaluation.inventory.get(chosen))
     fields = FieldMap(
         findings, role_paths(index, rows or shown_rows(body, offer)),
         include=_include_role(index),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from clusters.inventory.selectors import device_names
+from clusters.inventory.selectors import ClusterInventory, device_names
 from clusters.models import Cluster, ClusterLabel, NetworkDomain, StorageClass
 from jobs.models import DeploymentParameters, LaunchList, SSHKey
 from rlark_site.foundation.tenancy.models import Team
@@ -68,10 +68,18 @@ def _labels(cluster: str) -> tuple[LabelKey, ...]:
     return tuple(LabelKey(key, tuple(values)) for key, values in grouped.items())
 
 
-def cluster_offer(cluster: str) -> ClusterOffer:
-    """The labels, devices and storage classes of `cluster`'s present nodes (empty if unknown)."""
+def cluster_offer(cluster: str, *, inventory: ClusterInventory | None = None) -> ClusterOffer:
+    """The labels, devices and storage classes of `cluster`'s present nodes (empty if unknown).
+
+    `inventory`: the cluster's devices and storage classes if the caller already read them
+    (the evaluation of the draft did), so only its labels are read here.
+    """
     if not cluster:
         return EMPTY_OFFER
+    if inventory is not None and inventory.name == cluster:
+        return ClusterOffer(name=cluster, labels=_labels(cluster),
+                            device_names=inventory.device_names,
+                            storage_classes=inventory.storage_classes)
     storage = StorageClass.objects.filter(cluster__name=cluster).order_by("name")
     return ClusterOffer(
         name=cluster,

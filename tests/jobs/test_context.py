@@ -10,7 +10,8 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from clusters.models import Cluster, ClusterJob, NetworkDomain, Node
+from clusters.inventory.selectors import cluster_inventory, device_names
+from clusters.models import Cluster, ClusterJob, NetworkDomain, Node, StorageClass
 from clusters.verifications.services import verification_approve, verification_request
 from jobs.context import check_context_for, evaluate, name_findings, spec_from_job
 from jobs.core.spec import EnvVar, Mount, ResourcePair
@@ -18,6 +19,7 @@ from jobs.drafts.selectors import job_get_for_user
 from jobs.drafts.services import job_create, ssh_key_create
 from jobs.models import Job, JobState
 from jobs.wizard.evaluation import BasicsInput, evaluate_basics, evaluate_draft
+from jobs.wizard.selectors import cluster_offer
 from rlark_site.foundation.tenancy.models import Team
 from tests.factories import load_fleet_rows
 from tests.jobs.records_support import run_record_for
@@ -36,7 +38,7 @@ ROLES: list[dict[str, Any]] = [
 # evaluate(job) for a job fetched by job_get_for_user: SSH keys twice, the name twice,
 # three for the clusters, one for network domains, the verifications; clusters.matching
 # takes at most three per distinct selector.
-FIXED_QUERIES = 10
+FIXED_QUERIES = 8
 PER_SELECTOR_QUERIES = 3
 
 
@@ -210,3 +212,23 @@ def test_the_wizard_evaluations_read_the_team_ssh_keys_once(team: Team, owner: A
             evaluation = run()
         assert len([q for q in queries.captured_queries if '"jobs_sshkey"' in q["sql"]]) == 1
         assert evaluation.ctx.unknown_ssh_key_names == ("nobody",)
+
+
+def test_the_evaluation_keeps_its_clusters_as_read_in_one_query(team: Team, owner: Any) -> None:
+    """Storage classes and devices come in the database's order, as the wizard offers them, and
+    match the separate reads they replace (the rules see the same sets)."""
+    Node.objects.create(cluster=Cluster.objects.get(name="gpu-a"), name="a-gone",
+                        namespace="rl-gpu-a", devices={"rlinf.io/old": 1}, gone=True)
+    job = job_get_for_user(owner, make_job(team, owner).name)
+    evaluation = evaluate(job)
+    assert set(evaluation.inventory) == set(evaluation.ctx.clusters) == {"gpu-a", "cpu-c"}
+    for name, row in evaluation.inventory.items():
+        storage = StorageClass.objects.filter(cluster__name=name).order_by("name")
+        assert row.storage_classes == tuple(storage.values_list("name", flat=True))
+        assert row.device_names == device_names([name]).get(name, ())
+        assert evaluation.ctx.clusters[name].storage_classes == frozenset(row.storage_classes)
+        assert cluster_offer(name, inventory=row) == cluster_offer(name)
+    assert "rlinf.io/old" not in evaluation.inventory["gpu-a"].device_names
+    assert cluster_inventory(["gpu-a", "no-such"]).keys() == {"gpu-a"}
+    spec, ctx, findings = evaluation
+    assert (spec, ctx, findings) == (evaluation.spec, evaluation.ctx, evaluation.findings)
