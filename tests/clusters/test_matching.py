@@ -5,13 +5,15 @@ from typing import Any
 import pytest
 
 from clusters.matching import (
+    NodeWindow,
     SelectorInputError,
     describe_match,
+    describe_selector,
     match_many,
     match_selector,
     parse_selector_input,
 )
-from clusters.models import Node
+from clusters.models import Cluster, Node
 from tests.factories import load_fleet_rows
 
 pytestmark = pytest.mark.django_db
@@ -173,3 +175,69 @@ def test_bad_selector_input_names_every_problem(raw: object, codes: list[str]) -
     assert [f["code"] for f in findings] == codes
     assert {f["field"] for f in findings} == {"conditions"}
     assert raised.value.status_code == 400
+
+
+def _odd_nodes() -> None:
+    """Nodes the SQL aggregation must treat as the Python reading does: an unknown GPU count,
+    a device reported as null or not at all, a name ordered by code point,
+    a NotReady node and a gone one."""
+    gpu_a, gpu_b = Cluster.objects.get(name="gpu-a"), Cluster.objects.get(name="gpu-b")
+    odd_a = {"rlinf.io/odd": "yes", "topology.rlinf.io/cluster": "gpu-a"}
+    odd = {"rlinf.io/odd": "yes", "topology.rlinf.io/cluster": "gpu-b"}
+    Node.objects.bulk_create([
+        Node(cluster=gpu_a, name="Z-first", namespace="rl-gpu-a", labels=odd_a, gpu=4,
+             devices={"rlinf.io/rdma": 2, "rlinf.io/fpga": 1}),
+        Node(cluster=gpu_a, name="a-second", namespace="rl-gpu-a", labels=odd_a, gpu=2,
+             devices={"rlinf.io/rdma": 3, "rlinf.io/fpga": None}, ready=False),
+        Node(cluster=gpu_b, name="b-third", namespace="rl-gpu-b", labels=odd, gpu=8,
+             devices={"rlinf.io/rdma": 1}),
+        Node(cluster=gpu_b, name="b-gone", namespace="rl-gpu-b", labels=odd, gpu=0,
+             devices={"rlinf.io/rdma": 0}, gone=True),
+        Node(cluster=gpu_b, name="b-unknown", namespace="rl-gpu-b",
+             labels={**odd, "rlinf.io/unknown-gpu": "1"}, gpu=None,
+             devices={"rlinf.io/rdma": 5}),
+    ])
+
+
+@pytest.mark.parametrize("selector", [
+    {"rlinf.io/gpu-model": "a100"},
+    {"rlinf.io/zone": "zone-1"},
+    {"rlinf.io/odd": "yes"},
+    {"rlinf.io/odd": "yes", "rlinf.io/unknown-gpu": "1"},
+    {"rlinf.io/odd": "yes", "topology.rlinf.io/cluster": "gpu-a"},
+    {"rlinf.io/gpu-model": "a100", "topology.rlinf.io/cluster": "gpu-b"},
+    {"rlinf.io/gpu-model": "a100", "topology.rlinf.io/cluster": "cpu-c"},
+    {"rlinf.io/pool": "nope"},
+    {},
+])
+@pytest.mark.parametrize("cluster", ["gpu-a", "gpu-b", "nowhere"])
+@pytest.mark.parametrize("window", [NodeWindow(), NodeWindow(offset=2, limit=3),
+                                    NodeWindow(offset=500, limit=1)])
+def test_describe_selector_answers_what_describe_match_answers(
+    selector: dict[str, str], cluster: str, window: NodeWindow
+) -> None:
+    _odd_nodes()
+    expected = describe_match(match_selector(selector), cluster=cluster, window=window)
+    answer = describe_selector(selector, cluster=cluster, window=window)
+    assert answer == expected
+    assert list(answer) == list(expected)  # the same keys in the same order
+    assert [list(n) for n in answer["nodes"]] == [list(n) for n in expected["nodes"]]
+
+
+def test_describe_selector_aggregates_counts_and_minima() -> None:
+    _odd_nodes()
+    answer = describe_selector({"rlinf.io/odd": "yes"}, cluster="gpu-a",
+                               window=NodeWindow(limit=2))
+    assert answer["per_cluster"] == [{"cluster": "gpu-a", "count": 2, "ready": 1},
+                                     {"cluster": "gpu-b", "count": 2, "ready": 2}]
+    assert [n["name"] for n in answer["nodes"]] == ["Z-first", "a-second"]
+    assert answer["nodes_next_offset"] == 2
+    assert answer["foreign_nodes"] == [
+        {"cluster": "gpu-b", "name": "b-third", "namespace": "rl-gpu-b"},
+        {"cluster": "gpu-b", "name": "b-unknown", "namespace": "rl-gpu-b"}]
+    assert (answer["gpu_max"], answer["devices_max"]) == (None, {"rlinf.io/rdma": 1})
+    known = describe_selector({"rlinf.io/odd": "yes", "topology.rlinf.io/cluster": "gpu-a"},
+                              cluster="gpu-a")
+    assert (known["gpu_max"], known["devices_max"]) == (2, {"rlinf.io/rdma": 2})
+    assert known["confined"] and known["confining_conditions"] == [
+        {"key": "topology.rlinf.io/cluster", "value": "gpu-a"}]
