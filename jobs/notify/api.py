@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.utils.translation import gettext as _
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -21,8 +22,14 @@ from rlark_site.foundation.validators import validate_webhook_url
 _LANGUAGES = [code for code, _name in settings.LANGUAGES]
 
 
+@extend_schema_field(OpenApiTypes.URI)
+class WebhookURLField(serializers.CharField):
+    """The webhook URL: text checked by the one webhook rule only (DRF's URLField would add
+    its own URL check and answer "Enter a valid URL." twice)."""
+
+
 class WebhookInSerializer(serializers.Serializer[object]):
-    url = serializers.URLField(max_length=500, validators=[validate_webhook_url],
+    url = WebhookURLField(max_length=500, validators=[validate_webhook_url],
                                help_text="http(s) URL that receives the POSTs")
     secret = serializers.CharField(min_length=16, max_length=200, write_only=True)
     enabled = serializers.BooleanField(default=True)

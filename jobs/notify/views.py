@@ -60,11 +60,18 @@ def preferences(request: HttpRequest) -> HttpResponse:
     return render(request, "account/notifications.html", {"form": form})
 
 
+class WebhookURLField(forms.URLField):
+    """A URL field whose only check is the webhook rule (`validate_webhook_url`), so a bad URL
+    gets one message; typed without a scheme, https is assumed."""
+
+    default_validators: list[Any] = []
+
+
 class WebhookForm(forms.Form):
     """The team's webhook; the secret is write-only (blank keeps the stored one; with none
     stored yet, blank makes RLark generate one and show it once)."""
 
-    url = forms.URLField(
+    url = WebhookURLField(
         label=gettext_lazy("URL"), max_length=500, assume_scheme="https",
         validators=[validate_webhook_url],
         help_text=gettext_lazy("RLark POSTs each event here as signed JSON."),

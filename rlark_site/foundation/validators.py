@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator, URLValidator
 from django.utils.translation import gettext_lazy as _
 
@@ -23,7 +24,22 @@ no_control_characters = RegexValidator(
 )
 
 
-# A webhook's URL: http or https only (RLark POSTs JSON to it). The one rule, used by the
-# TeamWebhook model, the API serializer and the team page form.
-validate_webhook_url = URLValidator(schemes=["http", "https"])
+class WebhookURLValidator(URLValidator):
+    """A webhook's URL: http or https only (RLark POSTs JSON to it). A URL with another scheme
+    is told so ("ftp://..." is a valid URL, just not one RLark can POST to)."""
+
+    scheme_message = _("A webhook URL must start with http:// or https://.")
+
+    def __call__(self, value: object) -> None:
+        scheme = str(value).split("://", 1)[0].lower() if "://" in str(value) else ""
+        if scheme and scheme not in self.schemes:
+            raise ValidationError(self.scheme_message, code="invalid_scheme",
+                                  params={"value": value})
+        super().__call__(value)
+
+
+# The one rule, used by the TeamWebhook model, the API serializer and the team page form
+# (the fields there are plain text fields with this validator, so a bad URL gets one message,
+# not the URL field's own "Enter a valid URL." as well).
+validate_webhook_url = WebhookURLValidator(schemes=["http", "https"])
 

@@ -159,8 +159,12 @@ def test_the_api_refuses_a_webhook_url_that_is_not_http(team: Team, owner: Any,
     url = reverse("api:team-webhook", args=[team.slug])
     body = {"url": "ftp://hooks.example.com/rlark", "secret": SECRET}
     answer = api_client_for(owner).put(url, body, format="json")
-    assert answer.status_code == 400 and "url" in str(answer.json())
+    assert answer.status_code == 400
+    assert "A webhook URL must start with http:// or https://." in str(answer.json())
     assert not TeamWebhook.objects.filter(team=team).exists()
+    garbage = api_client_for(owner).put(url, {**body, "url": "not a url"}, format="json")
+    assert garbage.status_code == 400
+    assert garbage.json()["errors"] == {"url": ["Enter a valid URL."]}
 
 
 def test_preferences_choose_known_events(owner: Any, api_client_for: Any) -> None:
