@@ -13,6 +13,7 @@ from clusters.models import Cluster, Verification
 from clusters.verifications.selectors import OPEN, STATE_FILTERS
 from rlark_site.foundation.limits import MAX_DEVICE_KINDS, MAX_FORM_TEXT, MAX_HOST_PATHS
 from rlark_site.foundation.tenancy.models import Team
+from rlark_site.foundation.widgets import PlainSelect
 
 _Sized = TypeVar("_Sized", bound=Sized)
 
@@ -131,12 +132,13 @@ class DecisionForm(forms.Form):
 
 
 class QueueFilterForm(forms.Form):
+    # PlainSelect: the cluster and team choices list the whole installation (same HTML).
     state = forms.ChoiceField(
-        required=False, label=_("State"),
+        required=False, label=_("State"), widget=PlainSelect,
         choices=[(value, _STATE_LABELS[value]) for value in STATE_FILTERS],
     )
-    cluster = forms.ChoiceField(required=False, label=_("Cluster"))
-    team = forms.ChoiceField(required=False, label=_("Team"))
+    cluster = forms.ChoiceField(required=False, label=_("Cluster"), widget=PlainSelect)
+    team = forms.ChoiceField(required=False, label=_("Team"), widget=PlainSelect)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
