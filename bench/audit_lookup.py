@@ -21,6 +21,10 @@ Prints p50/p95/p99 per lookup (fewer rounds when a lookup exceeds `--budget` sec
 lookup's statement is cancelled after `--statement-timeout` seconds and reported as such).
 Target p95 < 50 ms. The scratch database is dropped at the end, also on errors and Ctrl-C
 (no statement of this run is left running: every connection to it is closed first).
+
+To look at plans (EXPLAIN) on the same data: `--keep NAME` builds into database NAME and
+leaves it; `--reuse NAME` times against that database again without building (migrating it
+first, so new indexes apply); drop it with `dropdb NAME` when done.
 """
 
 from __future__ import annotations
@@ -282,8 +286,23 @@ def timed(lookup: Callable[[], Any], args: argparse.Namespace) -> str:
             cursor.execute("SET statement_timeout = 0")
 
 
+def existing(events: int) -> dict[str, Any]:
+    """The data set of a database kept by `--keep` (migrated to today's schema first)."""
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+
+    from jobs.models import Job
+
+    call_command("migrate", verbosity=0)
+    users = get_user_model().objects
+    print(f"reusing the kept data set (built with --events as given then; now {events:,})",
+          flush=True)
+    return {"job": Job.objects.get(name="audited-run"), "owner": users.get(username="user-00"),
+            "actor": users.get(username="user-01"), "admin": users.get(username="bench-admin")}
+
+
 def run(args: argparse.Namespace) -> None:
-    data = build(args.events)
+    data = existing(args.events) if args.reuse else build(args.events)
     same_first_page(data)
     print(f"{'lookup':34s} {'':4s} figures in ms")
     for name, old, new in lookups(data):
@@ -303,13 +322,29 @@ def main() -> None:
                         help="seconds before one statement of a lookup is cancelled")
     parser.add_argument("--skip-old", action="store_true",
                         help="time only the new lookups")
+    parser.add_argument("--keep", metavar="NAME",
+                        help="build into database NAME and leave it there (for EXPLAIN)")
+    parser.add_argument("--reuse", metavar="NAME",
+                        help="time against database NAME left by --keep (no build)")
     args = parser.parse_args()
     setup_django()
     import logging
 
+    from django.db import connection
+
     logging.getLogger("rlark.request").setLevel(logging.WARNING)  # no line per timed request
-    with scratch_database(f"rlark_bench_audit_{os.getpid()}"):
+    if args.reuse:
+        connection.close()
+        connection.settings_dict["NAME"] = args.reuse
         run(args)
+    elif args.keep:
+        connection.settings_dict["TEST"]["NAME"] = args.keep
+        connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+        run(args)
+        print(f"kept database {args.keep} (dropdb {args.keep} when done)")
+    else:
+        with scratch_database(f"rlark_bench_audit_{os.getpid()}"):
+            run(args)
 
 
 if __name__ == "__main__":

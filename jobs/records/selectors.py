@@ -21,6 +21,7 @@ from jobs.models import (
     FirstRunCheck,
     Job,
     LaunchList,
+    Role,
     RunRecord,
     StatusChange,
     SubmissionAttempt,
@@ -196,16 +197,16 @@ def run_record_get_for_user(user: Any, name: str) -> RunRecord:
 
 
 def _role_ids(job: Job) -> list[str]:
-    """Every role the job ever had (deleted ones included), from the audit trail itself."""
+    """Every role the job ever had (deleted ones included), from the audit trail itself, and
+    today's (one query)."""
     # Read from the Role event table itself (indexed by job), not through `Events`, which
     # would expand every role event of every job before filtering.
     role_events = apps.get_model("jobs", "RoleEvent")
-    ids = {
-        str(pk) for pk in
-        role_events.objects.filter(job_id=job.pk).values_list("pgh_obj_id", flat=True).distinct()
-    }
-    ids.update(str(pk) for pk in job.roles.values_list("pk", flat=True))
-    return sorted(ids)
+    ids = (
+        role_events.objects.filter(job_id=job.pk).order_by().values_list("pgh_obj_id", flat=True)
+        .union(Role.objects.filter(job_id=job.pk).order_by().values_list("pk", flat=True))
+    )
+    return sorted({str(pk) for pk in ids})
 
 
 def job_audit_refs(job: Job, record: RunRecord | None = None) -> list[tuple[str, Any]]:
@@ -231,17 +232,13 @@ def job_audit_refs(job: Job, record: RunRecord | None = None) -> list[tuple[str,
     return refs
 
 
-def _usernames(ids: set[Any]) -> dict[Any, str]:
-    users = get_user_model().objects.filter(pk__in=[i for i in ids if isinstance(i, int)])
-    return {user.pk: user.get_username() for user in users}
-
-
 def events_as_dicts(events: list[AuditEvent]) -> list[dict[str, Any]]:
-    """Events as plain data, with the actor's username beside the id."""
-    rows = [event_as_dict(event) for event in events]
-    names = _usernames({row["actor"] for row in rows})
-    for row in rows:
-        row["actor_username"] = names.get(row["actor"])
+    """Events as plain data, with the actor's username beside the id (read with the events)."""
+    rows = []
+    for event in events:
+        row = event_as_dict(event)
+        row["actor_username"] = event.actor_username
+        rows.append(row)
     return rows
 
 

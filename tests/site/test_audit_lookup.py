@@ -232,3 +232,87 @@ def test_the_fast_answer_is_what_the_serializer_gives(
     rows = events_as_dicts(audit_events().page(100))
     assert any(row["actor"] is not None for row in rows)
     assert audit_events_data(rows) == AuditEventSerializer(rows, many=True).data
+
+
+def test_the_diff_compares_like_jsonb() -> None:
+    from rlark_site.foundation.audit.lookup import event_diff
+
+    was = {"pgh_id": 1, "pghx": 1, "gpus": 1, "ratio": 1.0, "on": True, "selector": [["a", 1]],
+           "spec": {"x": 1, "y": [True]}, "name": "a", "gone": 1}
+    now = {"pgh_id": 2, "pghx": 2, "gpus": True, "ratio": 1, "on": True, "selector": [["a", 1]],
+           "spec": {"x": 1, "y": [1]}, "name": "b", "new": 1}
+    # true is not 1 (also inside arrays and objects), 1.0 is 1; keys LIKE 'pgh_%' and keys the
+    # previous event lacks are left out
+    assert event_diff(now, was) == {"gpus": [1, True], "spec": [{"x": 1, "y": [True]},
+                                                                {"x": 1, "y": [1]}],
+                                    "name": ["a", "b"]}
+    assert event_diff(now, None) is None
+    assert event_diff(was, dict(was)) is None
+
+
+@pytest.mark.django_db
+def test_json_field_changes_give_pghistorys_diff(team: Team, owner: Any) -> None:
+    job = job_create(team=team, user=owner, data={
+        "name": "typed", "task_type": "custom", "header_role": "Actor",
+        "roles": [{"name": "Actor", "cluster": "", "selector": {}, "gpus": 1}],
+    })
+    role = job.roles.get()
+    role.gpus = True  # raw input: the same as 1 in Python, not in JSON
+    role.save()
+    role.selector = [["zone", "a"]]
+    role.gpus = 1.0
+    role.save()
+    theirs = {e.pgh_slug: e.pgh_diff for e in Events.objects.all()}
+    mine = {e.pgh_slug: e.pgh_diff for e in audit_events()}
+    assert mine == theirs
+    assert any(diff and diff.get("gpus") == [1, True] for diff in mine.values())
+
+
+@pytest.mark.django_db
+def test_a_page_names_its_actors_in_the_same_read(
+    team: Team, owner: Any, member: Any
+) -> None:
+    from jobs.records.selectors import events_as_dicts
+
+    with pghistory.context(user=owner.pk):
+        job_create(team=team, user=owner, data={"name": "by-owner", "task_type": "rl"})
+    with pghistory.context(user=member.pk):
+        job_create(team=team, user=member, data={"name": "by-member", "task_type": "rl"})
+    with pghistory.context(user="not-an-id"):
+        team.name = "Renamed"
+        team.save()
+    with CaptureQueriesContext(connection) as queries:
+        rows = events_as_dicts(audit_events().page(50))
+    assert len(queries.captured_queries) == 2  # positions, rows (no third read of the users)
+    names = {row["data"]["name"]: (row["actor"], row["actor_username"]) for row in rows
+             if row["model"] in ("jobs.Job", "tenancy.Team")}
+    assert names == {"by-owner": (owner.pk, "owner"), "by-member": (member.pk, "member"),
+                     "Renamed": ("not-an-id", None), "Vision RL": (None, None)}
+
+
+@pytest.mark.django_db
+def test_an_actors_contexts_are_read_from_the_index_alone(owner: Any) -> None:
+    with pghistory.context(user=owner.pk, team="vision-rl"):
+        owner.first_name = "Olga"
+        owner.save()
+    with connection.cursor() as cursor:
+        # the generated columns follow the metadata
+        cursor.execute("SELECT count(*) FROM pghistory_context WHERE metadata_user IS DISTINCT "
+                       "FROM metadata -> 'user' OR metadata_team IS DISTINCT FROM "
+                       "metadata -> 'team'")
+        assert cursor.fetchone()[0] == 0
+        cursor.execute("SELECT count(*) FROM pghistory_context WHERE metadata_user = "
+                       "to_jsonb(%s::bigint) AND metadata_team = to_jsonb('vision-rl'::text)",
+                       [owner.pk])
+        assert cursor.fetchone()[0] == 1
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL enable_bitmapscan = off")
+        plans = []
+        for name, _sql, params in audit_events(actor_id=owner.pk, team_slugs=["vision-rl"])\
+                ._contexts():
+            cursor.execute(f"EXPLAIN {_sql}", params)
+            plans.append((name, "\n".join(row[0] for row in cursor.fetchall())))
+    assert [name for name, _plan in plans] == ["actor_contexts", "team_contexts"]
+    for name, plan in plans:
+        column = "user" if name == "actor_contexts" else "team"
+        assert f"Index Only Scan using pghistory_context_metadata_{column}" in plan, plan

@@ -5,10 +5,12 @@ each table gets that order as an index, alone (a model's or everyone's events; t
 request-context filters by team or actor check `pgh_context_id`, included so the walk reads
 the index only) and behind each equality filter it pushes down: the object
 (`pgh_obj_id`: a run's audit trail) and the team (`team_id`, where the table has it). The
-previous event of an object (for the diff) is found on (pgh_obj_id, pgh_id). The older
-`pgh_obj_id::text` index serves pghistory's own `Events`. All are created idempotently after
-each `migrate` (migrations audit.0001..0004 made them for the tables of their time), so an
-event table added later is covered without a migration of its own.
+previous event of an object (for the diff) is found on (pgh_obj_id, pgh_id). The request
+contexts of an actor or a team are found on their generated `metadata_user`/`metadata_team`
+columns with the id (audit.0005). The older `pgh_obj_id::text` index serves pghistory's own
+`Events`. All are created idempotently after each `migrate` (migrations audit.0001..0005
+made them for the tables of their time), so an event table added later is covered without a
+migration of its own.
 """
 
 from __future__ import annotations
@@ -52,10 +54,28 @@ def index_statements(table: str, *, has_team: bool) -> list[str]:
     return statements
 
 
+# The expression indexes of migration audit.0004 (which still creates them); audit.0005
+# replaces them with the columns below.
 CONTEXT_INDEXES = [
     "CREATE INDEX IF NOT EXISTS pghistory_context_user ON pghistory_context ((metadata -> 'user'))",
     "CREATE INDEX IF NOT EXISTS pghistory_context_team ON pghistory_context ((metadata -> 'team'))",
 ]
+
+# The request context's user and team, generated from its metadata (audit.0005): (column, key).
+CONTEXT_KEY_COLUMNS = [("metadata_user", "user"), ("metadata_team", "team")]
+# Each with the context's id, so that the contexts of an actor or a team are an index-only scan.
+CONTEXT_KEY_INDEXES = [
+    f"CREATE INDEX IF NOT EXISTS pghistory_context_{column} ON pghistory_context ({column}, id)"
+    for column, _key in CONTEXT_KEY_COLUMNS
+]
+
+
+def _has_context_columns(cursor: Any) -> bool:
+    cursor.execute(
+        "SELECT count(*) FROM information_schema.columns WHERE table_name = 'pghistory_context' "
+        "AND column_name = ANY(%s)", [[column for column, _key in CONTEXT_KEY_COLUMNS]],
+    )
+    return bool(cursor.fetchone()[0] == len(CONTEXT_KEY_COLUMNS))
 
 
 def ensure_lookup_indexes(**_: Any) -> None:
@@ -64,5 +84,6 @@ def ensure_lookup_indexes(**_: Any) -> None:
         for table in event_tables():
             for statement in index_statements(table, has_team=_has_team(table)):
                 cursor.execute(statement)
-        for statement in CONTEXT_INDEXES:
-            cursor.execute(statement)
+        if _has_context_columns(cursor):  # (not before audit.0005 is applied)
+            for statement in CONTEXT_KEY_INDEXES:
+                cursor.execute(statement)

@@ -12,8 +12,9 @@ of them. Here a lookup is two queries whose cost follows the page size:
    (`(pgh_created_at, pgh_id)`, `(pgh_obj_id, pgh_created_at, pgh_id)`,
    `(team_id, pgh_created_at, pgh_id)`: audit.indexes). The branches' top rows are merged
    and the first `page` kept.
-2. **Rows.** Only the page's events are read whole: data, request context, and the
-   previous event of the same object (for the diff), one index probe each.
+2. **Rows.** Only the page's events are read whole: data, request context with the actor's
+   username, and the previous event of the same object, one index probe each (the diff of
+   the two is computed in Python, `event_diff`).
 
 Order: newest first by `pgh_created_at`; events of the same instant (one transaction writes
 many) by event model label, then event id, both descending (`oldest_first` reverses all
@@ -33,6 +34,7 @@ from functools import cache
 from typing import Any, cast
 
 from django.apps import apps
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import connection
 
@@ -115,6 +117,8 @@ class AuditEvent:
     pgh_diff: dict[str, Any] | None
     pgh_context_id: Any
     pgh_context: dict[str, Any] | None
+    # The username of the context's `user` (None: no user, or no longer one).
+    actor_username: str | None = None
 
     @property
     def pgh_slug(self) -> str:
@@ -223,16 +227,17 @@ class AuditLookup:
     # --- reading ---------------------------------------------------------------------------
 
     def _contexts(self) -> list[tuple[str, str, list[Any]]]:
-        """(CTE name, SQL, params) of the request contexts the actor/team filters name."""
+        """(CTE name, SQL, params) of the request contexts the actor/team filters name (their
+        `metadata -> 'user'`/`'team'`, as generated columns indexed with the id: audit.0005)."""
         found: list[tuple[str, str, list[Any]]] = []
         if self.actor_id is not None:
             found.append(("actor_contexts",
                           f"SELECT id FROM {CONTEXT_TABLE} "
-                          "WHERE metadata -> 'user' = to_jsonb(%s::bigint)", [self.actor_id]))
+                          "WHERE metadata_user = to_jsonb(%s::bigint)", [self.actor_id]))
         if self.scoped and self.team_slugs:
             marks = ", ".join(["to_jsonb(%s::text)"] * len(self.team_slugs))
             found.append(("team_contexts",
-                          f"SELECT id FROM {CONTEXT_TABLE} WHERE metadata -> 'team' IN ({marks})",
+                          f"SELECT id FROM {CONTEXT_TABLE} WHERE metadata_team IN ({marks})",
                           list(self.team_slugs)))
         return found
 
@@ -321,30 +326,85 @@ def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str) else value
 
 
+def _same(a: Any, b: Any) -> bool:
+    """jsonb's equality of two decoded JSON values: types must match (true is not 1), numbers
+    compare by value (1 = 1.0), objects by their keys, arrays in order."""
+    if a is b:
+        return True
+    kind = type(a)
+    if kind is not type(b):
+        # Only numbers of two kinds can be equal (bool is its own kind: true is not 1).
+        return kind in _NUMBERS and type(b) in _NUMBERS and a == b
+    if kind is dict:
+        return a.keys() == b.keys() and all(_same(a[key], b[key]) for key in a)
+    if kind is list:
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+_NUMBERS = (int, float)
+
+
+def event_diff(current: dict[str, Any], previous: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The diff pghistory's `Events` gives an event: {field: [was, now]} of the fields (not
+    pghistory's own) whose value differs from the object's previous event; None without a
+    previous event or without a change. Computed here rather than in SQL (jsonb_each and a
+    join per event were most of the page's read)."""
+    if previous is None:
+        return None
+    changed = {}
+    for key, value in current.items():
+        # pghistory's `Events` leaves out keys LIKE 'pgh_%' ('_' there is any one character).
+        if (key.startswith("pgh") and len(key) > 3) or key not in previous:
+            continue
+        was = previous[key]
+        kind = type(value)
+        if kind is type(was) and kind is not dict and kind is not list:
+            if value != was:  # the usual field: one comparison
+                changed[key] = [was, value]
+        elif not _same(value, was):
+            changed[key] = [was, value]
+    return changed or None
+
+
+@cache
+def _user_join() -> tuple[str, str]:
+    """The join that names each event's actor (the context's numeric `user`) in the same read."""
+    users = get_user_model()
+    name = cast(Any, users._meta.get_field(users.USERNAME_FIELD)).column
+    # CASE first: only a whole number that fits is cast (a context's `user` is the user's id,
+    # or null; anything else names nobody, as before).
+    actor = ("CASE WHEN jsonb_typeof(c.metadata -> 'user') = 'number' "
+             "AND c.metadata ->> 'user' ~ '^[0-9]{1,18}$' "
+             "THEN (c.metadata ->> 'user')::bigint END")
+    return (f'LEFT JOIN "{users._meta.db_table}" u ON u."{users._meta.pk.column}" = {actor}',
+            f'u."{name}"')
+
+
 def read_events(positions: list[tuple[int, datetime, int]]) -> list[AuditEvent]:
-    """The events at `positions`, whole, in the same order (one query)."""
+    """The events at `positions`, whole, in the same order, with their actor's name (one
+    query)."""
     if not positions:
         return []
     tables = event_models_info()
     by_rank: dict[int, list[int]] = {}
     for rank, _, pk in positions:
         by_rank.setdefault(rank, []).append(pk)
+    join_user, username = _user_join()
     branches, params = [], []
     for rank, ids in sorted(by_rank.items()):
         table = tables[rank].table
-        # The diff as pghistory's `Events` computes it (the fields whose value differs from
-        # the object's previous event), for the page's events only.
+        # Each event with the object's previous event (for the diff): one index probe each.
         branches.append(
             f"SELECT {rank} AS rank, e.pgh_id, e.pgh_created_at, e.pgh_label, "
-            f"e.pgh_obj_id::text, cur.data, e.pgh_context_id, c.metadata, "
-            f"(SELECT jsonb_object_agg(now.key, jsonb_build_array(was.value, now.value)) "
-            f" FROM jsonb_each(cur.data) now JOIN jsonb_each(prev.data) was ON was.key = now.key"
-            f" WHERE now.key NOT LIKE 'pgh_%%' AND now.value <> was.value) "
-            f'FROM "{table}" e CROSS JOIN LATERAL (SELECT to_jsonb(e) AS data) cur '
+            f"e.pgh_obj_id::text, to_jsonb(e), prev.data, e.pgh_context_id, c.metadata, "
+            f"{username} "
+            f'FROM "{table}" e '
             f"LEFT JOIN LATERAL (SELECT to_jsonb(p) AS data FROM \"{table}\" p "
             f"WHERE p.pgh_obj_id = e.pgh_obj_id AND p.pgh_id < e.pgh_id "
             f"ORDER BY p.pgh_id DESC LIMIT 1) prev ON TRUE "
             f"LEFT JOIN {CONTEXT_TABLE} c ON c.id = e.pgh_context_id "
+            f"{join_user} "
             f"WHERE e.pgh_id = ANY(%s)"
         )
         params.append(ids)
@@ -352,12 +412,14 @@ def read_events(positions: list[tuple[int, datetime, int]]) -> list[AuditEvent]:
         cursor.execute(" UNION ALL ".join(branches), params)
         rows = cursor.fetchall()
     found: dict[tuple[int, int], AuditEvent] = {}
-    for rank, pk, at, label, obj_id, current, context_id, context, diff in rows:
+    for rank, pk, at, label, obj_id, current, previous, context_id, context, name in rows:
         table = tables[rank]
-        data = {k: v for k, v in (_json(current) or {}).items() if not k.startswith("pgh_")}
+        current = _json(current) or {}
         found[(rank, pk)] = AuditEvent(
             pgh_model=table.label, pgh_id=pk, pgh_created_at=at, pgh_label=label,
-            pgh_obj_model=table.tracked, pgh_obj_id=obj_id, pgh_data=data,
-            pgh_diff=_json(diff), pgh_context_id=context_id, pgh_context=_json(context),
+            pgh_obj_model=table.tracked, pgh_obj_id=obj_id,
+            pgh_data={k: v for k, v in current.items() if not k.startswith("pgh_")},
+            pgh_diff=event_diff(current, _json(previous)), pgh_context_id=context_id,
+            pgh_context=_json(context), actor_username=name,
         )
     return [found[(rank, pk)] for rank, _, pk in positions if (rank, pk) in found]
