@@ -11,7 +11,7 @@ from typing import Any
 
 from django.apps import apps
 from django.contrib.auth import get_user_model
-from django.db.models import F, Prefetch, QuerySet
+from django.db.models import CharField, F, Prefetch, QuerySet, Value
 from django.utils.translation import gettext as _
 
 from clusters.models import Verification, VerificationState
@@ -196,34 +196,37 @@ def run_record_get_for_user(user: Any, name: str) -> RunRecord:
     )
 
 
-def _role_ids(job: Job) -> list[str]:
-    """Every role the job ever had (deleted ones included), from the audit trail itself, and
-    today's (one query)."""
-    # Read from the Role event table itself (indexed by job), not through `Events`, which
-    # would expand every role event of every job before filtering.
+def _child_refs(job: Job, record: RunRecord | None) -> list[tuple[str, Any]]:
+    """(label, pk) of every role the job ever had (deleted ones included, from the audit trail
+    itself) and of the run record's attempts, status changes and first-run checks: one query."""
+    # Roles are read from the Role event table itself (indexed by job), not through `Events`,
+    # which would expand every role event of every job before filtering.
     role_events = apps.get_model("jobs", "RoleEvent")
-    ids = (
-        role_events.objects.filter(job_id=job.pk).order_by().values_list("pgh_obj_id", flat=True)
-        .union(Role.objects.filter(job_id=job.pk).order_by().values_list("pk", flat=True))
-    )
-    return sorted({str(pk) for pk in ids})
+
+    def labelled(label: str, queryset: QuerySet[Any], field: str = "pk") -> QuerySet[Any]:
+        return queryset.order_by().values_list(Value(label, output_field=CharField()), field)
+
+    parts = [labelled("jobs.Role", role_events.objects.filter(job_id=job.pk), "pgh_obj_id"),
+             labelled("jobs.Role", Role.objects.filter(job_id=job.pk))]
+    if record is not None:
+        parts += [labelled("jobs.SubmissionAttempt", record.attempts.all()),
+                  labelled("jobs.StatusChange", record.status_changes.all()),
+                  labelled("jobs.FirstRunCheck", record.first_run_checks.all())]
+    found = set(parts[0].union(*parts[1:]))
+    return sorted(((label, str(pk) if label == "jobs.Role" else pk) for label, pk in found),
+                  key=lambda ref: (ref[0], int(ref[1])))
 
 
 def job_audit_refs(job: Job, record: RunRecord | None = None) -> list[tuple[str, Any]]:
     """(model label, pk) of everything a run's audit trail covers."""
     refs: list[tuple[str, Any]] = [("jobs.Job", job.pk)]
-    refs += [("jobs.Role", pk) for pk in _role_ids(job)]
+    children = _child_refs(job, record)
+    refs += [ref for ref in children if ref[0] == "jobs.Role"]
     launch_lists = {job.launch_list_id}
     parameters = {job.deployment_parameters_id}
     if record is not None:
         refs.append(("jobs.RunRecord", record.pk))
-        children = (
-            ("jobs.SubmissionAttempt", record.attempts),
-            ("jobs.StatusChange", record.status_changes),
-            ("jobs.FirstRunCheck", record.first_run_checks),
-        )
-        for label, manager in children:
-            refs += [(label, pk) for pk in manager.values_list("pk", flat=True)]
+        refs += [ref for ref in children if ref[0] != "jobs.Role"]
         launch_lists.add(record.launch_list_snapshot.get("id"))
         parameters.add(record.deployment_parameters_snapshot.get("id"))
     refs += [("jobs.LaunchList", pk) for pk in sorted(x for x in launch_lists if x is not None)]
@@ -341,9 +344,17 @@ def _actor_id(actor: str) -> int | None:
 
 
 def _job_for_audit(user: Any, name: str) -> Job:
+    # The run record comes along (one query): the trail covers it and its rows.
     return access_team_object(
-        Job.objects.select_related("team"), user, admins_see_all=True, name=name
+        Job.objects.select_related("team", "run_record"), user, admins_see_all=True, name=name
     )
+
+
+def _run_record_of(job: Job) -> RunRecord | None:
+    try:
+        return job.run_record
+    except RunRecord.DoesNotExist:
+        return None
 
 
 def audit_events_for_user(user: Any, *, job: str = "", actor: str = "",
@@ -356,7 +367,7 @@ def audit_events_for_user(user: Any, *, job: str = "", actor: str = "",
     objects = None
     if job:
         found = _job_for_audit(user, job)
-        objects = job_audit_refs(found, RunRecord.objects.filter(job=found).first())
+        objects = job_audit_refs(found, _run_record_of(found))
     scope: dict[str, Any] = {}
     if not is_platform_admin(user) and not job:
         teams = list(teams_for_user(user))

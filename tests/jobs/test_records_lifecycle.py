@@ -146,6 +146,29 @@ def test_the_run_record_returns_the_chain_in_order_with_the_received_yamls_hash(
     assert times == sorted(times)
 
 
+def test_the_audit_trail_of_a_job_covers_its_run_record_in_a_bounded_number_of_queries(
+    submitted: RunRecord, api: APIClient, demo_simulator: Any
+) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    running(submitted, demo_simulator)
+    with CaptureQueriesContext(connection) as trail_queries:
+        trail = api.get("/api/v1/audit-events/", {"job": submitted.job_name, "limit": "500"})
+    assert trail.status_code == 200
+    models = {event["model"] for event in trail.json()["results"]}
+    assert {"jobs.Job", "jobs.Role", "jobs.RunRecord", "jobs.SubmissionAttempt",
+            "jobs.StatusChange", "jobs.LaunchList", "jobs.DeploymentParameters"} <= models
+    # the API token, the job with its run record, what the trail covers (roles, attempts,
+    # status changes, checks: one query whatever the number of each), positions, rows
+    sql = [query["sql"] for query in trail_queries.captured_queries]
+    assert len(sql) == 5, sql
+    assert sum('FROM "jobs_job"' in one and '"jobs_runrecord"' in one for one in sql) == 1
+    assert not any(one.startswith('SELECT "jobs_runrecord"') for one in sql)
+    assert sum('"jobs_submissionattempt"' in one and '"jobs_statuschange"' in one
+               and '"jobs_roleevent"' in one for one in sql) == 1
+
+
 def test_another_team_gets_404_and_a_platform_admin_reads_the_record(
     submitted: RunRecord,
     outsider_api: APIClient,
