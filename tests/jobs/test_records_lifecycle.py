@@ -12,7 +12,14 @@ from rest_framework.test import APIClient
 
 from clusters.k8s import list_jobs
 from jobs.core.render import dump_yaml
-from jobs.models import FirstRunCheck, Job, JobState, RunRecord, SubmissionState
+from jobs.models import (
+    FirstRunCheck,
+    Job,
+    JobState,
+    RunRecord,
+    StatusChange,
+    SubmissionState,
+)
 from jobs.records.status import sync_submitted_jobs
 from jobs.tasks import submit_run_record
 from rlark_site.foundation.tenancy.models import Team
@@ -167,6 +174,23 @@ def test_the_audit_trail_of_a_job_covers_its_run_record_in_a_bounded_number_of_q
     assert not any(one.startswith('SELECT "jobs_runrecord"') for one in sql)
     assert sum('"jobs_submissionattempt"' in one and '"jobs_statuschange"' in one
                and '"jobs_roleevent"' in one for one in sql) == 1
+
+
+@pytest.mark.parametrize("changes", [0, 25])
+def test_the_run_record_is_read_in_a_fixed_number_of_queries(
+    submitted: RunRecord, api: APIClient, demo_simulator: Any, changes: int,
+    django_assert_max_num_queries: Any,
+) -> None:
+    """Token, record, its three lists, what the audit trail covers (one query), the audit
+    events (positions, rows with their actors)."""
+    running(submitted, demo_simulator)
+    StatusChange.objects.bulk_create(
+        StatusChange(run_record=submitted, phase="Running", reason=f"r{n}") for n in range(changes)
+    )
+    with django_assert_max_num_queries(8):
+        chain = api.get(f"/api/v1/run-records/{submitted.job_name}/").json()
+    assert len(chain["status_history"]) == 2 + changes
+    assert {"jobs.Role", "jobs.StatusChange"} <= {e["model"] for e in chain["audit_events"]}
 
 
 def test_another_team_gets_404_and_a_platform_admin_reads_the_record(
