@@ -252,8 +252,8 @@ def name_is_taken(name: str, *, exclude_job_id: int | None = None) -> bool:
     """
     if not name:
         return False
-    other_jobs = Job.objects.filter(name=name)
-    remote = ClusterJob.objects.filter(name=name)
+    other_jobs = Job.objects.filter(name=name).order_by().values("pk")
+    remote = ClusterJob.objects.filter(name=name).order_by().values("pk")
     if exclude_job_id is not None:
         other_jobs = other_jobs.exclude(pk=exclude_job_id)
         own = RunRecord.objects.filter(
@@ -263,7 +263,7 @@ def name_is_taken(name: str, *, exclude_job_id: int | None = None) -> bool:
             namespace=OuterRef("namespace"),
         )
         remote = remote.exclude(Exists(own))
-    return other_jobs.exists() or remote.exists()
+    return other_jobs.union(remote, all=True).exists()  # one query
 
 
 def name_findings(name: str, *, taken: bool) -> list[Finding]:

@@ -38,7 +38,7 @@ ROLES: list[dict[str, Any]] = [
 # evaluate(job) for a job fetched by job_get_for_user: SSH keys twice, the name twice,
 # three for the clusters, one for network domains, the verifications; clusters.matching
 # takes at most three per distinct selector.
-FIXED_QUERIES = 8
+FIXED_QUERIES = 7
 PER_SELECTOR_QUERIES = 3
 
 

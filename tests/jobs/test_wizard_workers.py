@@ -272,11 +272,11 @@ def test_step_2_is_bounded_in_queries_however_many_nodes(
     with django_assert_max_num_queries(40):
         assert web.post(step2(), posted).status_code == 302
     # The draft's evaluation reads the role's cluster once (namespace, storage classes and
-    # devices in one query) and the panel's offer reuses it.
-    with django_assert_max_num_queries(18):
+    # devices in one query) and the panel's offer reuses it; the name is looked up once.
+    with django_assert_max_num_queries(17):
         page = web.get(step2())
     assert page.status_code == 200
-    with django_assert_max_num_queries(17):
+    with django_assert_max_num_queries(16):
         live = web.post(matches(0), posted)
     assert live.status_code == 200
 
@@ -361,7 +361,7 @@ def test_the_live_answer_is_bounded_in_queries_however_many_rows(
                        env_value=["x"] * rows, mount_kind=["host_path"] * rows,
                        mount_source=[f"/data/{n}" for n in range(rows)],
                        mount_target=[f"/mnt/{n}" for n in range(rows)])
-    with django_assert_max_num_queries(17):
+    with django_assert_max_num_queries(16):
         assert web.post(matches(0), posted).status_code == 200
 
 
