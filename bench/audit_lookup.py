@@ -163,6 +163,16 @@ def old_audit_events(*, objects: Any = None, actor_id: int | None = None,
     return events.order_by("-pgh_created_at", "-pgh_slug")
 
 
+def _actor_id(actor: str) -> int | None:
+    """The old API's actor: a user id, or a username read first (-1: nobody)."""
+    from django.contrib.auth import get_user_model
+
+    if actor.isdecimal():
+        return int(actor)
+    user = get_user_model().objects.filter(username=actor).first()
+    return user.pk if user is not None else -1
+
+
 def lookups(data: dict[str, Any]) -> list[tuple[str, Callable[[], Any], Callable[[], Any]]]:
     """(name, old, new) of every lookup timed."""
     from django.contrib.auth import get_user_model
@@ -171,12 +181,7 @@ def lookups(data: dict[str, Any]) -> list[tuple[str, Callable[[], Any], Callable
     from rest_framework.test import APIClient, APIRequestFactory
 
     from jobs.models import RunRecord
-    from jobs.records.selectors import (
-        AUDIT_EVENTS_IN_CHAIN,
-        _actor_id,
-        events_as_dicts,
-        job_audit_refs,
-    )
+    from jobs.records.selectors import AUDIT_EVENTS_IN_CHAIN, events_as_dicts, job_audit_refs
     from jobs.records.serializers import AuditEventSerializer
     from rlark_site.foundation.audit.selectors import audit_events
     from rlark_site.foundation.tenancy.access import teams_for_user

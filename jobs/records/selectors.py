@@ -10,7 +10,6 @@ import difflib
 from typing import Any
 
 from django.apps import apps
-from django.contrib.auth import get_user_model
 from django.db.models import CharField, F, Prefetch, QuerySet, Value
 from django.utils.translation import gettext as _
 
@@ -336,11 +335,8 @@ def other_run_record_for_diff(user: Any, record: RunRecord, name: str) -> RunRec
 # --- audit events -----------------------------------------------------------------------------
 
 
-def _actor_id(actor: str) -> int | None:
-    if actor.isdecimal():
-        return int(actor)
-    user = get_user_model().objects.filter(username=actor).first()
-    return user.pk if user is not None else -1
+def _is_user_id(actor: str) -> bool:
+    return actor.isdecimal() and len(actor) <= 18  # (longer: no user has that id)
 
 
 def _job_for_audit(user: Any, name: str) -> Job:
@@ -373,6 +369,9 @@ def audit_events_for_user(user: Any, *, job: str = "", actor: str = "",
         teams = list(teams_for_user(user))
         scope = {"team_ids": [t.pk for t in teams], "team_slugs": [t.slug for t in teams]}
     return audit_events(
-        objects=objects, actor_id=_actor_id(actor) if actor else None, model=model or None,
+        objects=objects, model=model or None,
+        # a user id, or a username looked up within the read of their contexts
+        actor_id=int(actor) if _is_user_id(actor) else None,
+        actor_username=actor if actor and not _is_user_id(actor) else None,
         **scope,
     )

@@ -316,3 +316,21 @@ def test_an_actors_contexts_are_read_from_the_index_alone(owner: Any) -> None:
     for name, plan in plans:
         column = "user" if name == "actor_contexts" else "team"
         assert f"Index Only Scan using pghistory_context_metadata_{column}" in plan, plan
+
+
+@pytest.mark.django_db
+def test_an_actor_by_name_costs_no_query_more_than_by_id(
+    team: Team, owner: Any, admin_user: Any, api_client_for: Callable[[Any], APIClient],
+) -> None:
+    job_create(team=team, user=owner, data={"name": "one", "task_type": "rl"})
+    admin = api_client_for(admin_user)
+    answers, counts = {}, {}
+    for actor in ("owner", str(owner.pk), "nobody"):
+        with CaptureQueriesContext(connection) as queries:
+            answer = admin.get(AUDIT, {"actor": actor})
+        assert answer.status_code == 200, (actor, answer.content)
+        answers[actor] = [row["id"] for row in answer.json()["results"]]
+        counts[actor] = len(queries.captured_queries)
+    assert answers["owner"] and answers["owner"] == answers[str(owner.pk)]
+    assert answers["nobody"] == []
+    assert counts["owner"] == counts[str(owner.pk)] > 0

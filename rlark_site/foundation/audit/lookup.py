@@ -148,9 +148,15 @@ class AuditLookup:
     team_slugs: list[str] = field(default_factory=list)
     scoped: bool = False
     actor_id: int | None = None
+    # The actor by username instead (looked up inside the contexts' read, not before it).
+    actor_username: str | None = None
     model: str | None = None
     since: datetime | None = None
     until: datetime | None = None
+
+    @property
+    def _has_actor(self) -> bool:
+        return self.actor_id is not None or self.actor_username is not None
 
     # --- which tables, which branches ---------------------------------------------------
 
@@ -195,7 +201,7 @@ class AuditLookup:
         if ids is not None:
             conditions.append("e.pgh_obj_id = ANY(%s)")
             params.append(ids)
-        if self.actor_id is not None:
+        if self._has_actor:
             conditions.append("e.pgh_context_id IN (SELECT id FROM actor_contexts)")
         if self.since is not None:
             conditions.append("e.pgh_created_at >= %s")
@@ -234,6 +240,12 @@ class AuditLookup:
             found.append(("actor_contexts",
                           f"SELECT id FROM {CONTEXT_TABLE} "
                           "WHERE metadata_user = to_jsonb(%s::bigint)", [self.actor_id]))
+        elif self.actor_username is not None:
+            users, _name = _user_join()
+            found.append(("actor_contexts",
+                          f"SELECT id FROM {CONTEXT_TABLE} WHERE metadata_user = "
+                          f"(SELECT to_jsonb({users.pk}) FROM {users.table} "
+                          f"WHERE {users.username} = %s)", [self.actor_username]))
         if self.scoped and self.team_slugs:
             marks = ", ".join(["to_jsonb(%s::text)"] * len(self.team_slugs))
             found.append(("team_contexts",
@@ -367,18 +379,28 @@ def event_diff(current: dict[str, Any], previous: dict[str, Any] | None) -> dict
     return changed or None
 
 
+@dataclass(frozen=True)
+class _Users:
+    table: str  # quoted
+    pk: str  # quoted column
+    username: str  # quoted column
+
+
 @cache
-def _user_join() -> tuple[str, str]:
-    """The join that names each event's actor (the context's numeric `user`) in the same read."""
-    users = get_user_model()
-    name = cast(Any, users._meta.get_field(users.USERNAME_FIELD)).column
+def _user_join() -> tuple[_Users, str]:
+    """The user table's names, and the join that names each event's actor (the context's
+    numeric `user`) in the rows' read."""
+    model = get_user_model()
+    users = _Users(
+        table=f'"{model._meta.db_table}"', pk=f'"{cast(Any, model._meta.pk).column}"',
+        username=f'"{cast(Any, model._meta.get_field(model.USERNAME_FIELD)).column}"',
+    )
     # CASE first: only a whole number that fits is cast (a context's `user` is the user's id,
     # or null; anything else names nobody, as before).
     actor = ("CASE WHEN jsonb_typeof(c.metadata -> 'user') = 'number' "
              "AND c.metadata ->> 'user' ~ '^[0-9]{1,18}$' "
              "THEN (c.metadata ->> 'user')::bigint END")
-    return (f'LEFT JOIN "{users._meta.db_table}" u ON u."{users._meta.pk.column}" = {actor}',
-            f'u."{name}"')
+    return users, f"LEFT JOIN {users.table} u ON u.{users.pk} = {actor}"
 
 
 def read_events(positions: list[tuple[int, datetime, int]]) -> list[AuditEvent]:
@@ -390,7 +412,7 @@ def read_events(positions: list[tuple[int, datetime, int]]) -> list[AuditEvent]:
     by_rank: dict[int, list[int]] = {}
     for rank, _, pk in positions:
         by_rank.setdefault(rank, []).append(pk)
-    join_user, username = _user_join()
+    users, join_user = _user_join()
     branches, params = [], []
     for rank, ids in sorted(by_rank.items()):
         table = tables[rank].table
@@ -407,7 +429,7 @@ def read_events(positions: list[tuple[int, datetime, int]]) -> list[AuditEvent]:
         params.append(ids)
     sql = (
         f"SELECT r.rank, r.pgh_id, r.pgh_created_at, r.pgh_label, r.obj_id, r.data, r.previous, "
-        f"r.context_id, c.metadata, {username} FROM ({' UNION ALL '.join(branches)}) r "
+        f"r.context_id, c.metadata, u.{users.username} FROM ({' UNION ALL '.join(branches)}) r "
         f"LEFT JOIN {CONTEXT_TABLE} c ON c.id = r.context_id {join_user}"
     )
     with connection.cursor() as cursor:

@@ -17,6 +17,7 @@ def audit_events(
     team_id: int | None = None,
     team_slug: str | None = None,
     actor_id: int | None = None,
+    actor_username: str | None = None,
     model: str | None = None,
     objects: Iterable[tuple[str, Any]] | None = None,
     since: datetime | None = None,
@@ -37,7 +38,8 @@ def audit_events(
         objects=list(objects) if objects is not None else None,
         team_ids=[*([team_id] if team_id is not None else []), *(team_ids or [])],
         team_slugs=[*([team_slug] if team_slug is not None else []), *(team_slugs or [])],
-        scoped=scoped, actor_id=actor_id, model=model or None, since=since, until=until,
+        scoped=scoped, actor_id=actor_id, actor_username=actor_username, model=model or None,
+        since=since, until=until,
     )
 
 
