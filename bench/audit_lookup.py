@@ -163,6 +163,20 @@ def old_audit_events(*, objects: Any = None, actor_id: int | None = None,
     return events.order_by("-pgh_created_at", "-pgh_slug")
 
 
+def old_events_as_dicts(events: list[Any]) -> list[dict[str, Any]]:
+    """The old rows: pghistory's events as dicts, the actors' usernames read after them."""
+    from django.contrib.auth import get_user_model
+
+    from rlark_site.foundation.audit.selectors import event_as_dict
+
+    rows = [event_as_dict(event) for event in events]
+    ids = [row["actor"] for row in rows if isinstance(row["actor"], int)]
+    names = dict(get_user_model().objects.filter(pk__in=ids).values_list("pk", "username"))
+    for row in rows:
+        row["actor_username"] = names.get(row["actor"])
+    return rows
+
+
 def _actor_id(actor: str) -> int | None:
     """The old API's actor: a user id, or a username read first (-1: nobody)."""
     from django.contrib.auth import get_user_model
@@ -216,14 +230,14 @@ def lookups(data: dict[str, Any]) -> list[tuple[str, Callable[[], Any], Callable
             paginator = LimitOffsetPagination()
             paginator.default_limit = 50
             page = paginator.paginate_queryset(events, request)
-            rows = events_as_dicts(list(page or []))
+            rows = old_events_as_dicts(list(page or []))
             return paginator.get_paginated_response(AuditEventSerializer(rows, many=True).data)
 
         return call
 
     def old_section() -> Any:
         refs = job_audit_refs(job)
-        return events_as_dicts(list(old_audit_events(objects=refs)
+        return old_events_as_dicts(list(old_audit_events(objects=refs)
                                     .order_by("pgh_created_at", "pgh_slug")
                                     [:AUDIT_EVENTS_IN_CHAIN]))
 
