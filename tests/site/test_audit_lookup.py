@@ -334,3 +334,42 @@ def test_an_actor_by_name_costs_no_query_more_than_by_id(
     assert answers["owner"] and answers["owner"] == answers[str(owner.pk)]
     assert answers["nobody"] == []
     assert counts["owner"] == counts[str(owner.pk)] > 0
+
+
+@pytest.fixture
+def no_dense_sets() -> Any:
+    from rlark_site.foundation.audit import lookup
+
+    lookup._DENSE.clear()
+    yield lookup._DENSE
+    lookup._DENSE.clear()
+
+
+@pytest.mark.django_db
+def test_many_contexts_are_counted_once_per_process(
+    team: Team, owner: Any, no_dense_sets: set[Any],
+) -> None:
+    from rlark_site.foundation.audit.lookup import SPARSE_CONTEXTS
+
+    job_create(team=team, user=owner, data={"name": "one", "task_type": "rl"})
+    with connection.cursor() as cursor:  # more request contexts of the owner in the team
+        cursor.execute(
+            "INSERT INTO pghistory_context (id, created_at, updated_at, metadata) "
+            "SELECT gen_random_uuid(), now(), now(), jsonb_build_object('user', %s::bigint, "
+            "'team', %s::text) FROM generate_series(1, %s)",
+            [owner.pk, team.slug, SPARSE_CONTEXTS + 1],
+        )
+
+    def page(lookup: Any) -> tuple[list[str], int]:
+        with CaptureQueriesContext(connection) as queries:
+            found = [event.pgh_slug for event in lookup.page(50)]
+        return found, len(queries.captured_queries)
+
+    for make in (lambda: audit_events(actor_id=owner.pk),
+                 lambda: audit_events(actor_username="owner"),
+                 lambda: audit_events(team_ids=[team.pk], team_slugs=[team.slug])):
+        first, counted = page(make())
+        again, known = page(make())
+        assert first and again == first
+        assert (counted, known) == (3, 2)  # contexts counted, positions, rows; then no count
+    assert len(no_dense_sets) == 3

@@ -48,6 +48,12 @@ TEAM_BRANCHES_AT_MOST = 8
 # (their events are read by context and sorted); more are a set the time-ordered walk of
 # each table checks row by row, stopping at the page's end.
 SPARSE_CONTEXTS = 300
+# Context sets (an actor's, a set of teams') seen with more than SPARSE_CONTEXTS contexts in
+# this process. Request contexts are only ever added, so such a set stays dense and its count
+# is not read again (one query fewer per page). Were one to shrink, the walk still reads it
+# correctly, only slower than the list would.
+_DENSE: set[tuple[str, Any]] = set()
+DENSE_KEYS_AT_MOST = 10_000
 
 
 @dataclass(frozen=True)
@@ -253,27 +259,52 @@ class AuditLookup:
                           list(self.team_slugs)))
         return found
 
+    def _dense_keys(self) -> dict[str, list[tuple[str, Any]]]:
+        """Per context set, the keys under which it may be known dense (any one suffices)."""
+        keys: dict[str, list[tuple[str, Any]]] = {}
+        if self.actor_id is not None:
+            keys["actor_contexts"] = [("user", self.actor_id)]
+        elif self.actor_username is not None:
+            keys["actor_contexts"] = [("username", self.actor_username)]
+        if self.scoped and self.team_slugs:
+            # The teams together, or any one of them alone.
+            keys["team_contexts"] = [("teams", tuple(sorted(set(self.team_slugs)))),
+                                     *(("teams", (slug,)) for slug in self.team_slugs)]
+        return keys
+
     def _sparse(self, contexts: list[tuple[str, str, list[Any]]]) -> dict[str, list[Any] | None]:
-        """The ids of each context set of at most SPARSE_CONTEXTS (None: more than that)."""
-        if not contexts:
-            return {}
+        """The ids of each context set of at most SPARSE_CONTEXTS (None: more than that); a
+        set already seen dense in this process is not read again."""
+        keys = self._dense_keys()
+        known = {name for name, _query, _params in contexts
+                 if any(key in _DENSE for key in keys.get(name, []))}
+        unknown = [one for one in contexts if one[0] not in known]
+        result: dict[str, list[Any] | None] = dict.fromkeys(known)
+        if not unknown:
+            return result
         sql = " UNION ALL ".join(
             f"(SELECT %s, id FROM ({query} LIMIT {SPARSE_CONTEXTS + 1}) found)"
-            for _name, query, _params in contexts
+            for _name, query, _params in unknown
         )
-        params = [value for name, _query, more in contexts for value in (name, *more)]
-        ids: dict[str, list[Any]] = {name: [] for name, _query, _params in contexts}
+        params = [value for name, _query, more in unknown for value in (name, *more)]
+        ids: dict[str, list[Any]] = {name: [] for name, _query, _params in unknown}
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             for name, pk in cursor.fetchall():
                 ids[name].append(pk)
-        return {name: (found if len(found) <= SPARSE_CONTEXTS else None)
-                for name, found in ids.items()}
+        for name, found in ids.items():
+            if len(found) <= SPARSE_CONTEXTS:
+                result[name] = found
+            else:
+                result[name] = None
+                if len(_DENSE) < DENSE_KEYS_AT_MOST:
+                    _DENSE.add(keys[name][0])
+        return result
 
     def positions(self, limit: int, *, after: Position | None = None,
                   oldest_first: bool = False) -> list[tuple[int, datetime, int]]:
         """(table rank, time, event id) of the page's events, in order (one query, and one
-        more with an actor or team filter)."""
+        more with an actor or team filter whose contexts are not known to be many)."""
         if limit <= 0:
             return []
         contexts = self._contexts()
