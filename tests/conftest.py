@@ -3,6 +3,7 @@ team, and a platform admin, so every view test can also prove cross-tenant denia
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -69,6 +70,15 @@ def _default_language() -> Iterator[None]:
     LocaleMiddleware never resets it); each test starts from the default again."""
     yield
     translation.activate(settings.LANGUAGE_CODE)
+
+
+@pytest.fixture
+def private_cache() -> Iterator[None]:
+    """A cache of the test's own (a fresh key prefix): nothing cached by earlier tests or runs,
+    which reuse the same ids, is found in it."""
+    default = {**settings.CACHES["default"], "KEY_PREFIX": f"test-{uuid.uuid4().hex}"}
+    with override_settings(CACHES={**settings.CACHES, "default": default}):
+        yield
 
 
 def make_user(username: str, *, team: Team | None = None, role: str = MemberRole.MEMBER,

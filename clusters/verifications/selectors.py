@@ -372,18 +372,34 @@ def verification_result(verification: Verification, *,
     )
 
 
-def verification_results(verifications: Sequence[Verification]) -> list[VerificationResult]:
-    """`verification_result` of each, with today's generations read once and each distinct
-    selector's condition clusters once (a page of requests costs a few queries, not a few
-    per request)."""
-    generations = dict(Cluster.objects.values_list("name", "generation"))
+@dataclass(frozen=True)
+class ResultInputs:
+    """What the automated results of some requests are computed from besides their rows:
+    today's generation of every cluster, and each distinct selector's condition clusters."""
+
+    generations: dict[str, int]
+    reached: dict[SelectorKey, ConditionClusters]
+
+    def reached_by(self, verification: Verification) -> ConditionClusters:
+        return self.reached[_key_tuple(verification.selector)]
+
+
+def result_inputs(verifications: Sequence[Verification]) -> ResultInputs:
+    """`ResultInputs` of some requests: the generations once, each distinct selector's
+    condition clusters once (a page of requests costs a few queries, not a few per request)."""
     reached: dict[SelectorKey, ConditionClusters] = {}
-    results = []
     for verification in verifications:
         key = _key_tuple(verification.selector)
         if key not in reached:
             reached[key] = condition_clusters(verification.selector)
-        results.append(
-            verification_result(verification, reached=reached[key], generations=generations)
-        )
-    return results
+    return ResultInputs(
+        generations=dict(Cluster.objects.values_list("name", "generation")), reached=reached)
+
+
+def verification_results(verifications: Sequence[Verification]) -> list[VerificationResult]:
+    """`verification_result` of each, from their `result_inputs`."""
+    inputs = result_inputs(verifications)
+    return [
+        verification_result(v, reached=inputs.reached_by(v), generations=inputs.generations)
+        for v in verifications
+    ]

@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import cached_property
 from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.cache import cache
+from django.core.cache.utils import make_template_fragment_key
 from django.core.paginator import Paginator
+from django.db.models import TextField
+from django.db.models.functions import MD5, Cast
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -25,15 +30,16 @@ from clusters.matching import NodeWindow
 from clusters.models import Verification
 from clusters.verifications.forms import DecisionForm, QueueFilterForm, VerificationRequestForm
 from clusters.verifications.selectors import (
+    ResultInputs,
     VerificationResult,
     match_summary,
+    result_inputs,
     snapshot_nodes,
     snapshot_nodes_not_ready,
     verification_get,
     verification_list_for_team,
     verification_queue,
     verification_result,
-    verification_results,
 )
 from clusters.verifications.services import (
     verification_approve,
@@ -44,48 +50,94 @@ from rlark_site.foundation.exceptions import ApplicationError
 from rlark_site.foundation.tenancy.access import current_team, require_platform_admin
 
 PAGE_SIZE = 25
+# `_panel.html` caches a request's automated result under this name and `_result_key`.
+RESULT_FRAGMENT = "verification-result"
 # Nodes of a snapshot shown on a request's panel, and per page of its node list.
 PANEL_NODES = NodeWindow(limit=20)
 NODES_PER_PAGE = 200
 
 
-def _result_key(verification: Verification, shown: dict[str, Any]) -> str:
-    """Names everything `_result.html` shows of a request (its rendering is cached under it,
-    a panel takes tens of milliseconds to render): the request's own fields, its automated
-    result, the nodes shown, the language and the time zone. The drift stored with a stale
-    approval is written once, when it turns stale: its time stands for it."""
+class _Shown:
+    """What `_result.html` shows of a request, computed on first use: a panel whose result
+    is in the cache (keyed on what it is computed from, `_result_key`) computes nothing."""
+
+    def __init__(self, verification: Verification, inputs: ResultInputs) -> None:
+        self.verification = verification
+        self.inputs = inputs
+
+    @cached_property
+    def result(self) -> VerificationResult:
+        v = self.verification
+        return verification_result(v, reached=self.inputs.reached_by(v),
+                                   generations=self.inputs.generations)
+
+    @cached_property
+    def _nodes(self) -> tuple[list[dict[str, Any]], int | None]:
+        return snapshot_nodes(self.verification, PANEL_NODES)
+
+    @property
+    def nodes(self) -> list[dict[str, Any]]:
+        return self._nodes[0]
+
+    @property
+    def more_nodes(self) -> bool:
+        return self._nodes[1] is not None
+
+    @cached_property
+    def _not_ready(self) -> int:
+        match = self.result.match
+        return match.count - sum(c.ready for c in match.per_cluster)
+
+    @cached_property
+    def not_ready_nodes(self) -> list[dict[str, Any]]:
+        if not self._not_ready:
+            return []
+        return snapshot_nodes_not_ready(self.verification, limit=PANEL_NODES.limit)
+
+    @property
+    def more_not_ready(self) -> int:
+        return self._not_ready - len(self.not_ready_nodes)
+
+
+def _summary_digest(verification: Verification) -> str:
+    """A digest of the stored snapshot's summary: computed by PostgreSQL when the queue
+    annotated it (without reading the summary), else from the loaded summary."""
+    digest = getattr(verification, "summary_digest", None)
+    if digest is not None:
+        return f"sql:{digest}"
+    text = json.dumps(verification.match_summary, sort_keys=True, default=str)
+    return "py:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def _result_key(verification: Verification, inputs: ResultInputs) -> str:
+    """Names everything `_result.html` is computed from (its rendering is cached under it):
+    the request's own fields and stored snapshot (its summary's digest and the generations
+    it was taken at: a snapshot's node list follows from them), today's condition clusters of
+    its selector and generations of every cluster (a generation moves whenever a node
+    appears, vanishes or is relabelled), the language and the time zone. The drift stored
+    with a stale approval is written once, when it turns stale: its time stands for it."""
     v = verification
-    result: VerificationResult = shown["result"]
     identity = json.dumps([
-        v.pk, v.state, str(v.stale_at), v.cluster.name, v.for_header_role, v.requested_gpu,
-        v.confirmed_gpu, v.requested_devices, v.confirmed_devices, v.requested_host_paths,
-        v.confirmed_host_paths, v.inventory_generations,
-        [(c.cluster, c.count, c.ready) for c in result.match.per_cluster],
-        result.match.gpu_max(), result.match.devices_max(), result.foreign_nodes,
-        result.confining_conditions, result.current_signature_differs,
-        [check.as_dict() for check in result.checks],
-        shown["nodes"], shown["more_nodes"], shown["not_ready_nodes"], shown["more_not_ready"],
+        "inputs", v.pk, v.state, str(v.stale_at), v.cluster.name, v.selector,
+        v.for_header_role, v.requested_gpu, v.confirmed_gpu, v.requested_devices,
+        v.confirmed_devices, v.requested_host_paths, v.confirmed_host_paths,
+        v.inventory_generations, _summary_digest(v),
+        [[list(c), sorted(clusters)] for c, clusters in inputs.reached_by(v)],
+        sorted(inputs.generations.items()),
         get_language(), timezone.get_current_timezone_name(),
     ], sort_keys=True, default=str)
     return hashlib.sha256(identity.encode()).hexdigest()
 
 
 def _item(verification: Verification, form: DecisionForm | None = None,
-          result: VerificationResult | None = None) -> dict[str, Any]:
-    nodes, more = snapshot_nodes(verification, PANEL_NODES)
-    result = result or verification_result(verification)
-    not_ready = result.match.count - sum(c.ready for c in result.match.per_cluster)
-    shown = snapshot_nodes_not_ready(verification, limit=PANEL_NODES.limit) if not_ready else []
-    item = {
+          inputs: ResultInputs | None = None) -> dict[str, Any]:
+    inputs = inputs or result_inputs([verification])
+    return {
         "verification": verification,
-        "result": result,
-        "nodes": nodes,
-        "more_nodes": more is not None,
-        "not_ready_nodes": shown,
-        "more_not_ready": not_ready - len(shown),
+        "shown": _Shown(verification, inputs),
         "form": form or DecisionForm(verification=verification),
+        "result_key": _result_key(verification, inputs),
     }
-    return {**item, "result_key": _result_key(verification, item)}
 
 
 @login_required
@@ -158,17 +210,33 @@ def queue(request: HttpRequest) -> HttpResponse:
     """Platform admins' queue: oldest first, filtered by state, cluster and team."""
     require_platform_admin(request.user)
     filters = QueueFilterForm(request.GET or None)
-    verifications = verification_queue(user=request.user, **filters.filters())
+    # The snapshot's summary is read only for panels not in the cache (`_Shown`).
+    verifications = verification_queue(user=request.user, **filters.filters()).defer(
+        "match_summary").annotate(summary_digest=MD5(Cast("match_summary", TextField())))
     page = Paginator(verifications, PAGE_SIZE).get_page(request.GET.get("page"))
     shown = list(page.object_list)
+    inputs = result_inputs(shown)
+    items = [_item(v, inputs=inputs) for v in shown]
+    _load_summaries_to_render(items)
     params = request.GET.copy()
     params.pop("page", None)
     return render(request, "clusters/verifications/queue.html", {
-        "filters": filters, "page": page,
-        "items": [_item(v, result=r) for v, r in zip(
-            shown, verification_results(shown), strict=True)],
-        "query": params.urlencode(),
+        "filters": filters, "page": page, "items": items, "query": params.urlencode(),
     })
+
+
+def _load_summaries_to_render(items: list[dict[str, Any]]) -> None:
+    """Read, in one query, the snapshot summaries of the panels the cache does not hold
+    (rendering them reads the summary; a panel evicted meanwhile reads its own)."""
+    keys = {make_template_fragment_key(RESULT_FRAGMENT, [item["result_key"]]): item
+            for item in items}
+    held = cache.get_many(list(keys))
+    missing = {item["verification"].pk: item["verification"]
+               for key, item in keys.items() if key not in held}
+    if missing:
+        summaries = Verification.objects.filter(pk__in=missing).values_list("pk", "match_summary")
+        for pk, summary in summaries:
+            missing[pk].match_summary = summary
 
 
 def _decide(request: HttpRequest, form: DecisionForm) -> str | None:

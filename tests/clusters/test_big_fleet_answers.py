@@ -200,7 +200,7 @@ def test_a_repeated_match_is_answered_from_the_cache_until_the_inventory_changes
 
 def test_the_admin_queue_reads_no_snapshot_and_its_queries_do_not_grow_with_requests(
     team: Any, member: Any, admin_user: Any, client: Client,
-    django_assert_max_num_queries: Any
+    django_assert_max_num_queries: Any, private_cache: None,
 ) -> None:
     stored_broad(team, member)
     client.force_login(admin_user)

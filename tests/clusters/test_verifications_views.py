@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -238,3 +239,42 @@ def test_the_refusal_is_shown_in_chinese(team: Any, member: Any) -> None:
     assert "该节点选择器未通过自动检查" in page
     assert 'data-code="selector.no_match"' in page
     assert not Verification.objects.exists()
+
+
+def test_a_cached_panel_follows_the_inventory_the_decision_and_the_language(
+    team: Any, member: Any, admin_user: Any, private_cache: None,
+) -> None:
+    """Panels are cached under what their result is computed from: a hit reads no snapshot
+    summary, and anything that changes the result (a poll moving a generation, an approval
+    turning stale, the language) renders it again."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    first = pending(team, member)
+    stored_request(team=team, user=member, cluster="gpu-a", selector={"rlinf.io/gpu-model": "a100"})
+    client = logged_in(admin_user)
+    def without_tokens(html: str) -> str:
+        return re.sub(r"[A-Za-z0-9]{64}", "", html)  # the CSRF token differs on every page
+
+    with CaptureQueriesContext(connection) as cold:
+        page = client.get(QUEUE).content.decode()
+    with CaptureQueriesContext(connection) as warm:
+        assert without_tokens(client.get(QUEUE).content.decode()) == without_tokens(page)
+    assert len(cold) - len(warm) == 1  # the summaries, read only for panels to render
+    differs = "Today's inventory matches a different set of nodes than this snapshot."
+    assert differs not in page
+
+    verification_approve(verification_id=first.pk, admin=admin_user, note="ok")
+    gpu_a = Cluster.objects.get(name="gpu-a")
+    Node.objects.create(cluster=gpu_a, name="a-node-new", namespace=gpu_a.namespace,
+                        labels=dict(A100_IN_A), gpu=8)
+    Cluster.objects.filter(pk=gpu_a.pk).update(generation=gpu_a.generation + 1)  # as a poll
+    page = client.get(QUEUE).content.decode()
+    assert f'id="verification-{first.pk}"' not in page and page.count(differs) == 1
+
+    verifications_follow_inventory(cluster=Cluster.objects.get(name="gpu-a"))
+    page = client.get(QUEUE).content.decode()
+    stale = page.split(f'id="verification-{first.pk}" data-state="stale"')[1].split("</article>")[0]
+    assert "Now also matched" in stale and differs in stale
+    chinese = client.get(QUEUE, HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert "当前 Node 清单匹配到的节点与此快照不同。" in chinese and differs not in chinese
