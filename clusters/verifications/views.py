@@ -22,6 +22,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.safestring import mark_safe
 from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
@@ -217,7 +218,7 @@ def queue(request: HttpRequest) -> HttpResponse:
     shown = list(page.object_list)
     inputs = result_inputs(shown)
     items = [_item(v, inputs=inputs) for v in shown]
-    _load_summaries_to_render(items)
+    _take_cached_results(items)
     params = request.GET.copy()
     params.pop("page", None)
     return render(request, "clusters/verifications/queue.html", {
@@ -225,12 +226,16 @@ def queue(request: HttpRequest) -> HttpResponse:
     })
 
 
-def _load_summaries_to_render(items: list[dict[str, Any]]) -> None:
-    """Read, in one query, the snapshot summaries of the panels the cache does not hold
-    (rendering them reads the summary; a panel evicted meanwhile reads its own)."""
+def _take_cached_results(items: list[dict[str, Any]]) -> None:
+    """The panels' cached results in one cache read (`result_html`, what `_panel.html`'s
+    cache tag stored), and in one query the snapshot summaries of the panels the cache does
+    not hold (rendering them reads the summary)."""
     keys = {make_template_fragment_key(RESULT_FRAGMENT, [item["result_key"]]): item
             for item in items}
     held = cache.get_many(list(keys))
+    for key, html in held.items():
+        # The cache tag's own rendering of `_result.html`, stored as rendered (escaped).
+        keys[key]["result_html"] = mark_safe(html)  # noqa: S308
     missing = {item["verification"].pk: item["verification"]
                for key, item in keys.items() if key not in held}
     if missing:
