@@ -45,6 +45,7 @@ from jobs.observe import conf
 from jobs.observe.classify import AttemptFacts, classify
 from jobs.observe.live import record_credentials as live_credentials
 from jobs.observe.models import CaptureReason, PodAttempt
+from rlark_site.foundation.bulk import upsert
 from rlark_site.foundation.exceptions import ApplicationError
 
 __all__ = [
@@ -66,7 +67,8 @@ _STUCK = frozenset({"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "Inv
 _COMPARED = ("phase", "node", "restarts", "container_state", "reason", "exit_code",
              "previous_reason", "previous_exit_code")
 LABEL_JOB = "rlinf.io/job"
-_BATCH = 250  # attempts per bulk statement
+_BATCH = 2000  # attempts per statement (their pod fields)
+_EVIDENCE_BATCH = 50  # attempts per statement with log tails (each up to 2 x 256 KiB)
 _NOTE_MAX = 2000
 LABEL_TASK = "rlinf.io/task"
 LABEL_INDEX = "rlinf.io/task-index"
@@ -229,13 +231,12 @@ def _wants_evidence(item: _Pod) -> bool:
         attempt is None or not attempt.logs_captured or _changed(attempt, item.fields))
 
 
-def _write(rows: list[PodAttempt], fields: Sequence[str]) -> None:
-    """Insert or update these attempts by (run, pod UID), `fields` on conflict."""
-    if rows:
-        PodAttempt.objects.bulk_create(
-            rows, batch_size=_BATCH, update_conflicts=True,
-            unique_fields=["run_record", "pod_uid"], update_fields=list(fields),
-        )
+def _write(rows: list[dict[str, Any]], fields: Sequence[str], *, batch: int) -> None:
+    """Insert or update these attempts by (run, pod UID), `fields` on conflict: one statement
+    per `batch` rows (`rlark_site.foundation.bulk.upsert`, the columns as arrays)."""
+    for start in range(0, len(rows), batch):
+        upsert(PodAttempt, rows[start:start + batch], unique=("run_record_id", "pod_uid"),
+               update=fields)
 
 
 def _capture(credentials: Credentials, namespace: str, items: Sequence[_Pod], *,
@@ -247,18 +248,18 @@ def _capture(credentials: Credentials, namespace: str, items: Sequence[_Pod], *,
     (the cluster is in trouble; a later pass reads again while the run is active).
     """
     now = timezone.now()
-    with_evidence: list[PodAttempt] = []
-    classified: list[PodAttempt] = []
-    plain: list[PodAttempt] = []
+    with_evidence: list[dict[str, Any]] = []
+    classified: list[dict[str, Any]] = []
+    plain: list[dict[str, Any]] = []
     reading = True
     for item in items:
-        fields = {**item.fields, "captured_at": now}
+        row = {"run_record_id": item.record.pk, "pod_uid": item.pod.uid, **item.fields,
+               "captured_at": now}
         if reading and _wants_evidence(item):
             try:
-                fields.update(_evidence(credentials, namespace, item.pod, budget),
-                              capture_reason=reasons[item.record.pk])
-                with_evidence.append(PodAttempt(run_record=item.record, pod_uid=item.pod.uid,
-                                                **fields))
+                row.update(_evidence(credentials, namespace, item.pod, budget),
+                           capture_reason=reasons[item.record.pk])
+                with_evidence.append(row)
                 continue
             except (KubeError, _OutOfTime) as exc:
                 reading = False
@@ -268,18 +269,16 @@ def _capture(credentials: Credentials, namespace: str, items: Sequence[_Pod], *,
                     % {"pod": item.pod.name, "why": what})
         if not _changed(item.attempt, item.fields):
             continue
-        row = PodAttempt(run_record=item.record, pod_uid=item.pod.uid, **fields)
         if item.attempt is None or not item.attempt.logs_captured:
-            tag = _classification(item.pod, ())
-            row.failure_tag, row.failure_evidence = tag["failure_tag"], tag["failure_evidence"]
+            row.update(_classification(item.pod, ()))
             classified.append(row)
         else:
             plain.append(row)
     if with_evidence or classified or plain:
         with transaction.atomic():
-            _write(with_evidence, (*_POD_FIELDS, *_EVIDENCE))
-            _write(classified, (*_POD_FIELDS, *_CLASSIFIED))
-            _write(plain, _POD_FIELDS)
+            _write(with_evidence, (*_POD_FIELDS, *_EVIDENCE), batch=_EVIDENCE_BATCH)
+            _write(classified, (*_POD_FIELDS, *_CLASSIFIED), batch=_BATCH)
+            _write(plain, _POD_FIELDS, batch=_BATCH)
     result.written += len(with_evidence) + len(classified) + len(plain)
 
 
