@@ -31,8 +31,9 @@ class CaptureReason(models.TextChoices):
     CANCELLED = "cancelled", _("the job was cancelled")
 
 
-# The log tails are big and not history: the audit keeps every other field's changes.
-@audited(exclude=["log_tail", "previous_log_tail", "pod_events"])
+# The log tails are big and not history: the audit keeps every other field's changes. The
+# status sync writes attempts thousands at a time: recorded per statement.
+@audited(exclude=["log_tail", "previous_log_tail", "pod_events"], per_statement=True)
 class PodAttempt(models.Model):
     run_record = models.ForeignKey(
         "jobs.RunRecord", on_delete=models.CASCADE, related_name="pod_attempts"

@@ -22,14 +22,21 @@ NO_TRUNCATE = pgtrigger.Trigger(
 
 
 def audited(*, exclude: list[str] | None = None, model_name: str | None = None,
-            app_label: str | None = None) -> Callable[[M], M]:
+            app_label: str | None = None, per_statement: bool = False) -> Callable[[M], M]:
     """Track inserts, updates and deletes of a model in an append-only event table.
 
     Triggers do the recording, so bulk `QuerySet.update()` and raw SQL are recorded too.
     `model_name`/`app_label` place the event model of another app's model (auth.User) here.
+
+    `per_statement` records with statement-level triggers (one `INSERT ... SELECT` from the
+    statement's transition table) instead of a trigger call per row: the same events, for
+    models written thousands of rows at a time, where the row triggers were most of each
+    statement's time.
     """
+    level = pgtrigger.Statement if per_statement else pgtrigger.Row
     tracker = pghistory.track(
-        pghistory.InsertEvent(), pghistory.UpdateEvent(), pghistory.DeleteEvent(),
+        pghistory.InsertEvent(level=level), pghistory.UpdateEvent(level=level),
+        pghistory.DeleteEvent(level=level),
         exclude=exclude, model_name=model_name, app_label=app_label,
         meta={"triggers": [NO_TRUNCATE]},
     )
