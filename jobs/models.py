@@ -353,7 +353,8 @@ class SubmissionAttempt(models.Model):
         return f"{self.run_record_id}#{self.number} {self.outcome}"
 
 
-@audited()
+# The status sync writes thousands of phase changes at a time: recorded per statement.
+@audited(per_statement=True)
 class StatusChange(models.Model):
     """One observed phase change of a submitted Job."""
 

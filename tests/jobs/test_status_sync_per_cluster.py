@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pghistory
 import pytest
 
 from clusters.k8s import create_job, delete_job
 from clusters.simulator.testing import job_body, task_body
 from jobs.drafts.services import job_create
-from jobs.models import JobState, RunRecord
+from jobs.models import JobState, PodAttempt, RunRecord, StatusChange
 from jobs.records.status import apply_observations, observation, sync_cluster
 from jobs.tasks import sync_cluster_status
 from jobs.tasks import sync_submitted_jobs as sync_task
@@ -124,3 +125,23 @@ def test_the_cluster_task_runs_one_pass(demo_simulator: Any, team: Team, owner: 
     assert sync_cluster_status.apply(args=[CLUSTER]).get() == {
         "checked": 8, "changed": 8, "unreachable": 0, "flagged": 0,
     }
+
+
+def test_a_passs_phase_changes_and_pod_attempts_are_each_audited_in_the_tasks_context(
+    demo_simulator: Any, team: Team, owner: Any
+) -> None:
+    register_fleet(demo_simulator)
+    records = running_jobs(demo_simulator, team, owner)
+    with pghistory.context(task="jobs.sync_cluster_status"):
+        sync_cluster(cluster=CLUSTER)
+    for model in (StatusChange, PodAttempt):
+        events = model.pgh_event_model.objects  # type: ignore[attr-defined]
+        assert sorted(events.values_list("pgh_label", "run_record_id")) == sorted(
+            ("insert", record.pk) for record in records)
+        assert {e.pgh_context.metadata["task"] for e in events.all()} == {
+            "jobs.sync_cluster_status"}
+    demo_simulator.set_job_phase(CLUSTER, "default", records[0].job_name, "Running")
+    sync_cluster(cluster=CLUSTER)
+    updated = PodAttempt.pgh_event_model.objects.filter(  # type: ignore[attr-defined]
+        pgh_label="update")
+    assert [(e.run_record_id, e.phase) for e in updated] == [(records[0].pk, "Running")]
