@@ -135,7 +135,7 @@ def test_a_passs_phase_changes_and_pod_attempts_are_each_audited_in_the_tasks_co
     with pghistory.context(task="jobs.sync_cluster_status"):
         sync_cluster(cluster=CLUSTER)
     for model in (StatusChange, PodAttempt):
-        events = model.pgh_event_model.objects  # type: ignore[attr-defined]
+        events = model.pgh_event_model.objects  # type: ignore[union-attr]
         assert sorted(events.values_list("pgh_label", "run_record_id")) == sorted(
             ("insert", record.pk) for record in records)
         assert {e.pgh_context.metadata["task"] for e in events.all()} == {
