@@ -90,15 +90,8 @@ def list_nodes(context: ClusterContext, request: Request) -> Response:
     """A page of nodes, assembled from the cluster's encoded node objects."""
     cluster = context.cluster
     page = _page(cluster, request, kind="nodes", items=cluster.node_items)
-    document = encoded_list(
-        api_version="v1",
-        kind="NodeList",
-        items=cluster.encoded_nodes(page.items),
-        resource_version=page.resource_version,
-        continue_token=page.continue_token,
-        remaining=page.remaining,
-    )
-    return Response(200, document)
+    return _encoded_response(page, cluster.encoded_nodes(page.items), api_version="v1",
+                             kind="NodeList")
 
 
 def get_node(context: ClusterContext, request: Request, name: str) -> Response:
@@ -111,10 +104,24 @@ def list_storage_classes(context: ClusterContext, request: Request) -> Response:
     return _list_response(page, api_version="storage.k8s.io/v1", kind="StorageClassList")
 
 
+def _encoded_response(page: Page, items: list[bytes], *, api_version: str,
+                      kind: str) -> Response:
+    """A list page from items encoded beforehand (the cluster's cache of encoded objects)."""
+    return Response(200, encoded_list(
+        api_version=api_version,
+        kind=kind,
+        items=items,
+        resource_version=page.resource_version,
+        continue_token=page.continue_token,
+        remaining=page.remaining,
+    ))
+
+
 def list_all_jobs(context: ClusterContext, request: Request) -> Response:
     cluster = context.cluster
     page = _page(cluster, request, kind="jobs/", items=lambda: cluster.job_items(None))
-    return _list_response(page, api_version=JOB_API_VERSION, kind="JobList")
+    return _encoded_response(page, cluster.encoded_jobs(page.items),
+                             api_version=JOB_API_VERSION, kind="JobList")
 
 
 def list_namespaced_jobs(context: ClusterContext, request: Request, namespace: str) -> Response:
@@ -122,7 +129,8 @@ def list_namespaced_jobs(context: ClusterContext, request: Request, namespace: s
     page = _page(
         cluster, request, kind=f"jobs/{namespace}", items=lambda: cluster.job_items(namespace)
     )
-    return _list_response(page, api_version=JOB_API_VERSION, kind="JobList")
+    return _encoded_response(page, cluster.encoded_jobs(page.items),
+                             api_version=JOB_API_VERSION, kind="JobList")
 
 
 def get_job(context: ClusterContext, request: Request, namespace: str, name: str) -> Response:
@@ -146,7 +154,8 @@ def list_pods(context: ClusterContext, request: Request, namespace: str) -> Resp
         items=lambda: [p for p in cluster.pod_items(namespace)
                        if selector(p["metadata"].get("labels") or {})],
     )
-    return _list_response(page, api_version="v1", kind="PodList")
+    return _encoded_response(page, cluster.encoded_pods(page.items), api_version="v1",
+                             kind="PodList")
 
 
 def get_pod(context: ClusterContext, request: Request, namespace: str, name: str) -> Response:

@@ -5,8 +5,9 @@ Stored objects are never mutated in place: every change replaces the object
 it started from, so all its pages come from the same snapshot, as the API
 server promises, while later changes only show up in new lists.
 
-Like a real API server's watch cache, node objects are kept encoded as JSON: a page
-of a node list joins the encoded fragments instead of encoding every object again.
+Like a real API server's watch cache, node, Job and pod objects are kept encoded as JSON: a
+page of a list joins the encoded fragments instead of encoding every object again. A pod is
+rendered from its Job again only when the Job object, the pod's override or its node changed.
 
 Resource versions start from the wall clock (in microseconds), so a restarted simulator
 never serves a version that an earlier run served for different content: clients such
@@ -104,6 +105,9 @@ class ClusterState:
         self._jobs: dict[tuple[str, str], Object] = {}
         self._pod_overrides: dict[tuple[str, str], PodOverride] = {}
         self._placements: dict[tuple[str, str], dict[str, str]] = {}
+        self._rendered_pods: dict[tuple[str, str], _RenderedPod] = {}
+        self._encoded_pods = _EncodedObjects()
+        self._encoded_jobs = _EncodedObjects()
         self._events: OrderedDict[tuple[str, str, str, str], Object] = OrderedDict()
         self._snapshots: OrderedDict[str, tuple[int, list[Object]]] = OrderedDict()
         self.create_log: list[dict[str, Any]] = []
@@ -259,6 +263,9 @@ class ClusterState:
             del self._jobs[(namespace, name)]
             for ref in pod_refs(job):
                 self._pod_overrides.pop((namespace, ref.name), None)
+                self._rendered_pods.pop((namespace, ref.name), None)
+                self._encoded_pods.forget(f"{namespace}/{ref.name}")
+            self._encoded_jobs.forget(f"{namespace}/{name}")
             self._placements.pop((namespace, name), None)
             self._bump()
             return job
@@ -323,10 +330,28 @@ class ClusterState:
         pods = []
         for ref in pod_refs(job):
             override = self._pod_overrides.get((namespace, ref.name))
-            pod = pod_object(job, ref, cluster=self.spec.name, node=nodes.get(ref.name, ""),
-                             override=override, resource_version=self._pod_version(job, override))
-            pods.append((ref, pod))
+            node, version = nodes.get(ref.name, ""), self._pod_version(job, override)
+            # Every change of an override bumps its version; a changed Job is a new object.
+            kept = self._rendered_pods.get((namespace, ref.name))
+            if kept is None or kept.job is not job or (kept.version, kept.node) != (version, node):
+                kept = _RenderedPod(job, version, node, pod_object(
+                    job, ref, cluster=self.spec.name, node=node, override=override,
+                    resource_version=version))
+                self._rendered_pods[(namespace, ref.name)] = kept
+            pods.append((ref, kept.pod))
         return pods
+
+    def encoded_pods(self, pods: list[Object]) -> list[bytes]:
+        """The JSON text of each pod object (of any snapshot), from the cache when it has it."""
+        with self.lock:
+            return [self._encoded_pods.get(
+                f"{pod['metadata']['namespace']}/{pod['metadata']['name']}", pod) for pod in pods]
+
+    def encoded_jobs(self, jobs: list[Object]) -> list[bytes]:
+        """The JSON text of each Job object (of any snapshot), from the cache when it has it."""
+        with self.lock:
+            return [self._encoded_jobs.get(
+                f"{job['metadata']['namespace']}/{job['metadata']['name']}", job) for job in jobs]
 
     def _pod_version(self, job: Object, override: PodOverride | None) -> int:
         version = int(job["metadata"]["resourceVersion"])
@@ -493,6 +518,16 @@ class ClusterState:
                 "auth": self.spec.token is not None,
                 "faults": self.faults.describe(),
             }
+
+
+@dataclass(frozen=True)
+class _RenderedPod:
+    """A pod object and what it was rendered from (the Job object itself, version, node)."""
+
+    job: Object
+    version: int
+    node: str
+    pod: Object
 
 
 class _EncodedObjects:

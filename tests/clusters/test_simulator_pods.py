@@ -246,3 +246,29 @@ def test_follow_streams_new_lines_for_a_bounded_time(sim: InProcessSimulator,
     body = response.read()  # ends when the simulator closes the stream (before the timeout)
     connection.close()
     assert body == b"later\n"
+
+
+def test_listings_answer_each_change_though_objects_are_kept_rendered_and_encoded(
+        sim: InProcessSimulator, gpu_a: k8s.Credentials) -> None:
+    first = _create(gpu_a)
+    uids = {name: pod.uid for name, pod in _pods(gpu_a).items()}
+    assert {pod.phase for pod in _pods(gpu_a).values()} == {"Pending"}  # rendered, encoded
+    sim.tick()
+    assert {pod.phase for pod in _pods(gpu_a).values()} == {"Running"}  # a new Job object
+    sim.patch_pod("gpu-a", NS, "ppo-rollout-1", phase="Failed",
+                  terminated={"reason": "OOMKilled", "exitCode": 137})
+    pods = _pods(gpu_a)
+    assert (pods["ppo-rollout-1"].phase, pods["ppo-rollout-1"].current.reason) == (
+        "Failed", "OOMKilled")  # the override changed
+    assert pods["ppo-rollout-0"].phase == "Running"
+    sim.set_job_phase("gpu-a", NS, "ppo", "Succeeded")
+    listed = k8s.list_jobs(credentials=gpu_a, namespace=NS)
+    assert [job["status"]["phase"] for job in listed] == ["Succeeded"]
+    k8s.delete_job(credentials=gpu_a, namespace=NS, name="ppo")
+    second = _create(gpu_a)
+    pods = _pods(gpu_a)
+    assert {pod.phase for pod in pods.values()} == {"Pending"}
+    assert first["metadata"]["uid"] != second["metadata"]["uid"]
+    assert not {pod.uid for pod in pods.values()} & set(uids.values())
+    assert [job["metadata"]["uid"] for job in k8s.list_jobs(credentials=gpu_a, namespace=NS)] \
+        == [second["metadata"]["uid"]]
