@@ -121,3 +121,17 @@ def test_the_end_of_one_run_reads_only_that_runs_pods(demo_simulator: Any,
     assert {a.run_record.job_name for a in captured} == {"cost-1"}
     assert {a.capture_reason for a in captured} == {"job_ended"}
     assert RunRecord.objects.get(job_name="cost-1").state == JobState.SUCCEEDED
+
+
+def test_capturing_every_new_pod_is_a_fixed_number_of_statements(
+    demo_simulator: Any, runs: list[RunRecord], django_assert_num_queries: Any
+) -> None:
+    """The runs' states, the kept attempts, and one write for all the new attempts (not one
+    per pod or per batch of pods), however many runs the namespace has."""
+    with django_assert_num_queries(5) as done:  # with the write's savepoint and its release
+        written = capture_cluster(demo_simulator.credentials(CLUSTER), runs,
+                                  final_states=FINAL_STATES)
+    assert written == PodAttempt.objects.count() == RUNS * REPLICAS
+    statements = [query["sql"].split()[0] for query in done.captured_queries
+                  if "SAVEPOINT" not in query["sql"]]
+    assert statements == ["SELECT", "SELECT", "INSERT"]
