@@ -6,8 +6,9 @@ it started from, so all its pages come from the same snapshot, as the API
 server promises, while later changes only show up in new lists.
 
 Like a real API server's watch cache, node, Job and pod objects are kept encoded as JSON: a
-page of a list joins the encoded fragments instead of encoding every object again. A pod is
-rendered from its Job again only when the Job object, the pod's override or its node changed.
+page of a list joins the encoded fragments instead of encoding every object again. A Job's
+pods are rendered and encoded when the Job is stored (created or changed), and again at a
+list only when the pod's override or its node changed since.
 
 Resource versions start from the wall clock (in microseconds), so a restarted simulator
 never serves a version that an earlier run served for different content: clients such
@@ -250,11 +251,19 @@ class ClusterState:
                 },
                 "status": {"phase": "Pending", "conditions": [], "lastTransitionTime": now},
             }
-            self._jobs[(namespace, name)] = job
+            self._store_job(job)
             for ref in pod_refs(job):
                 self.record_event(job, kind="Job", name=name, reason="SuccessfulCreate",
                                   message=f"Created pod: {ref.name}")
             return job
+
+    def _store_job(self, job: Object) -> None:
+        """Keep a new or changed Job, with its pods rendered and both encoded (as an API
+        server's watch cache holds them), so that lists only splice what is kept."""
+        metadata = job["metadata"]
+        self._jobs[(metadata["namespace"], metadata["name"])] = job
+        self.encoded_jobs([job])
+        self.encoded_pods([pod for _, pod in self._pods_of(job)])
 
     def delete_job(self, namespace: str, name: str) -> Object:
         """Remove the Job and its pods (their events stay, as on a real cluster)."""
@@ -278,7 +287,7 @@ class ClusterState:
                 "metadata": {**job["metadata"], "resourceVersion": str(self._bump())},
                 "status": status,
             }
-            self._jobs[(namespace, name)] = updated
+            self._store_job(updated)
             return updated
 
     def export_jobs(self) -> dict[str, Any]:
@@ -303,7 +312,7 @@ class ClusterState:
                 metadata = job.get("metadata") or {}
                 namespace, name = metadata.get("namespace"), metadata.get("name")
                 if namespace in self.namespaces and isinstance(name, str):
-                    self._jobs[(namespace, name)] = job
+                    self._store_job(job)
                     restored += 1
             return restored
 
