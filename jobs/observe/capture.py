@@ -221,7 +221,8 @@ _EVIDENCE = ("pod_events", "log_tail", "previous_log_tail", "logs_captured", *_C
 
 def _kept(records: Sequence[RunRecord]) -> dict[tuple[int, str], PodAttempt]:
     """The attempts already kept for these runs (without their big columns), in one query."""
-    rows = PodAttempt.objects.filter(run_record__in=[r.pk for r in records]).only(*_KEPT_ONLY)
+    rows = PodAttempt.objects.filter(run_record__in=[r.pk for r in records]).only(
+        *_KEPT_ONLY).order_by()  # unordered: the model's order joins the run records
     return {(row.run_record_id, row.pod_uid): row for row in rows}
 
 
