@@ -38,6 +38,7 @@ from jobs.notify.services import emit_run_changes
 from jobs.observe.capture import capture_cluster
 from jobs.records import conf
 from jobs.records.lifecycle import ACTIVE_STATES, FINAL_STATES, PHASE_STATES, move
+from rlark_site.foundation.bulk import insert
 
 __all__ = [
     "GONE_PHASE",
@@ -101,9 +102,17 @@ def observation(remote: Mapping[str, Any] | None) -> Observation | None:
     return Observation(phase, PHASE_STATES.get(phase), reason[:_REASON_MAX], message)
 
 
+# What a pass never reads of a run: its frozen submission (the manifest and the snapshots,
+# kilobytes a run) and long texts only other pages show.
+_NOT_READ = ("manifest_yaml", "launch_list_snapshot", "deployment_parameters_snapshot",
+             "verifications_snapshot", "findings_snapshot", "failure_message",
+             "capture_incomplete")
+
+
 def _with_last_phase(records: QuerySet[RunRecord]) -> QuerySet[RunRecord]:
+    """The runs with the last phase recorded for each, without the columns a pass never reads."""
     last = StatusChange.objects.filter(run_record=OuterRef("pk")).order_by("-observed_at", "-id")
-    return records.annotate(last_phase=Subquery(last.values("phase")[:1]))
+    return records.defer(*_NOT_READ).annotate(last_phase=Subquery(last.values("phase")[:1]))
 
 
 def _differs(record: RunRecord, seen: Observation) -> bool:
@@ -140,24 +149,25 @@ def apply_observations(observations: Mapping[int, Observation], *,
             .filter(pk__in=list(observations), state__in=ACTIVE_STATES)
             .order_by("pk")
         )
-        history: list[StatusChange] = []
+        history: list[dict[str, Any]] = []
         updated: list[RunRecord] = []
         fields: set[str] = set()
         for record in locked:
             seen = observations[record.pk]
             if getattr(record, "last_phase", None) != seen.phase:
-                history.append(StatusChange(run_record=record, phase=seen.phase,
-                                            reason=seen.reason, message=seen.message))
+                history.append({"run_record_id": record.pk, "phase": seen.phase,
+                                "reason": seen.reason, "message": seen.message})
             changed = _apply(record, seen, now)
             if changed:
                 record.status_checked_at = now
                 updated.append(record)
                 fields.update(changed)
-        StatusChange.objects.bulk_create(history, batch_size=_BATCH)
+        insert(StatusChange, history)  # one statement (observed_at: now, for all of them)
         if updated:
             RunRecord.objects.bulk_update(updated, [*sorted(fields), "status_checked_at"],
                                           batch_size=_BATCH)
-    return len({change.run_record_id for change in history} | {record.pk for record in updated})
+    return len({change["run_record_id"] for change in history}
+               | {record.pk for record in updated})
 
 
 def flag_overdue_pending(*, now: datetime | None = None) -> int:

@@ -1,5 +1,5 @@
 # ruff: noqa: S608  (SQL from the model's own table and column names; values are parameters)
-"""Bulk upserts in one statement: one array per column, `unnest`ed on the server.
+"""Bulk inserts and upserts in one statement: one array per column, `unnest`ed on the server.
 
 `QuerySet.bulk_create(update_conflicts=True)` writes `INSERT ... VALUES (...), (...)` with one
 parameter per field and row: for 5,000 rows of 27 fields that is 135,000 parameters, more than
@@ -11,9 +11,11 @@ the rows go as one array per column:
     INSERT INTO t (a, b) SELECT * FROM unnest(%s::integer[], %s::text[])
     ON CONFLICT (a) DO UPDATE SET b = EXCLUDED.b
 
-one statement whatever the number of rows, with as many parameters as columns. Values are
-prepared by each field (`get_db_prep_save`), as Django would. Triggers fire as for any insert
-or update (the audit trail of pghistory included).
+one statement whatever the number of rows, with as many parameters as columns (`insert`
+leaves out the `ON CONFLICT`). Values are prepared by each field (`get_db_prep_save`), as
+Django would, except plain values that preparation would return unchanged. No model instances
+are made and no ids come back. Triggers fire as for any insert or update (the audit trail of
+pghistory included).
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ from typing import Any
 from django.db import connection
 from django.db.models import Field, Model
 from django.db.models.fields import AutoFieldMixin
+from django.utils import timezone
 
-__all__ = ["upsert"]
+__all__ = ["insert", "upsert"]
 
 
 def _columns(model: type[Model], rows: Sequence[Mapping[str, Any]]) -> list[Field[Any, Any]]:
@@ -62,15 +65,21 @@ _AS_IS: dict[str, tuple[type, ...]] = {
 }
 
 
-def _values(field: Field[Any, Any], rows: Sequence[Mapping[str, Any]]) -> list[Any]:
-    """The column's values, prepared for the database as `bulk_create` would."""
+def _values(field: Field[Any, Any], rows: Sequence[Mapping[str, Any]],
+            now: datetime) -> list[Any]:
+    """The column's values, prepared for the database as `bulk_create` would (a left-out
+    `auto_now`/`auto_now_add` field is the statement's time, the same for every row)."""
     kind = field.get_internal_type()
     if kind == "ForeignKey":  # its value is the target's
         kind = field.target_field.get_internal_type()  # type: ignore[attr-defined]
     name, plain = field.attname, _AS_IS.get(kind, ())
+    stamped = getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False)
     values = []
     for row in rows:
-        value = row[name] if name in row else field.get_default()
+        if name in row:
+            value = row[name]
+        else:
+            value = now if stamped else field.get_default()
         if not (value is None or (type(value) in plain and (
                 type(value) is not datetime or value.tzinfo is not None))):
             value = field.get_db_prep_save(value, connection)
@@ -87,6 +96,26 @@ def _array_type(field: Field[Any, Any]) -> str:
     return re.sub(r"\(.*\)", "", str(field.db_type(connection))).strip() + "[]"
 
 
+def _insert(model: type[Model], rows: Sequence[Mapping[str, Any]], tail: str) -> int:
+    fields = _columns(model, rows)
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(f.column) for f in fields)
+    arrays = ", ".join(f"%s::{_array_type(f)}" for f in fields)
+    sql = (f"INSERT INTO {quote(model._meta.db_table)} ({columns}) SELECT * FROM "
+           f"unnest({arrays}){tail}")
+    now = timezone.now()
+    params = [_values(field, rows, now) for field in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return int(cursor.rowcount)
+
+
+def insert(model: type[Model], rows: Sequence[Mapping[str, Any]]) -> int:
+    """Insert `rows` (attname → value) into `model`'s table in one statement, as
+    `bulk_create` would (defaults for left-out fields); how many rows were inserted."""
+    return _insert(model, rows, "") if rows else 0
+
+
 def upsert(model: type[Model], rows: Sequence[Mapping[str, Any]], *, unique: Sequence[str],
            update: Sequence[str]) -> int:
     """Insert `rows` (attname → value) into `model`'s table; a row that conflicts on `unique`
@@ -98,17 +127,9 @@ def upsert(model: type[Model], rows: Sequence[Mapping[str, Any]], *, unique: Seq
     """
     if not rows:
         return 0
-    fields = _columns(model, rows)
     quote = connection.ops.quote_name
-    columns = ", ".join(quote(f.column) for f in fields)
-    arrays = ", ".join(f"%s::{_array_type(f)}" for f in fields)
     conflict = ", ".join(quote(_column(model, name)) for name in unique)
     changes = ", ".join(f"{quote(c)} = EXCLUDED.{quote(c)}"
                         for c in (_column(model, name) for name in update))
     action = f"DO UPDATE SET {changes}" if changes else "DO NOTHING"
-    sql = (f"INSERT INTO {quote(model._meta.db_table)} ({columns}) SELECT * FROM "
-           f"unnest({arrays}) ON CONFLICT ({conflict}) {action}")
-    params = [_values(field, rows) for field in fields]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return int(cursor.rowcount)
+    return _insert(model, rows, f" ON CONFLICT ({conflict}) {action}")

@@ -1,6 +1,7 @@
-"""`rlark_site.foundation.bulk.upsert`: one statement whatever the rows, `bulk_create`'s
-semantics (defaults for left-out fields, only the named fields updated on conflict), values
-refused as a plain INSERT would refuse them, and the audit trail written by its triggers."""
+"""`rlark_site.foundation.bulk.upsert` and `insert`: one statement whatever the rows,
+`bulk_create`'s semantics (defaults for left-out fields, only the named fields updated on
+conflict), values refused as a plain INSERT would refuse them, and the audit trail written by
+its triggers."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from django.contrib.auth import get_user_model
 from django.db import DataError, transaction
 from django.utils import timezone
 
-from jobs.models import CaptureReason, Job, JobState, PodAttempt, RunRecord
-from rlark_site.foundation.bulk import upsert
+from jobs.models import CaptureReason, Job, JobState, PodAttempt, RunRecord, StatusChange
+from rlark_site.foundation.bulk import insert, upsert
 from rlark_site.foundation.tenancy.models import Team
 
 pytestmark = pytest.mark.django_db
@@ -100,3 +101,16 @@ def test_deletes_and_the_request_context_are_audited_too(record: RunRecord) -> N
         ("delete", "uid-1"), ("insert", "uid-0"), ("insert", "uid-1")]
     inserted = events.filter(pgh_label="insert")
     assert {e.pgh_context.metadata["task"] for e in inserted} == {"status-sync"}
+
+
+def test_insert_is_one_statement_and_stamps_auto_now_add_fields(
+        record: RunRecord, django_assert_num_queries: Any) -> None:
+    before = timezone.now()
+    rows = [{"run_record_id": record.pk, "phase": f"Phase{i}"} for i in range(300)]
+    with django_assert_num_queries(1):
+        assert insert(StatusChange, rows) == 300
+    changes = StatusChange.objects.filter(run_record=record)
+    assert changes.count() == 300
+    assert {(c.reason, c.message) for c in changes} == {("", "")}
+    assert len({c.observed_at for c in changes}) == 1
+    assert changes.first().observed_at >= before  # type: ignore[union-attr]
