@@ -113,7 +113,8 @@ def _ended(pod: PodInfo) -> bool:
             or pod.restarts > 0 or pod.current.reason in _STUCK)
 
 
-def _changed(attempt: PodAttempt | None, fields: dict[str, Any]) -> bool:
+def _changed(attempt: Any, fields: dict[str, Any]) -> bool:
+    """Whether the pod differs from its kept attempt (a `PodAttempt` or a row of `_kept`)."""
     return attempt is None or any(getattr(attempt, key) != fields[key] for key in _COMPARED)
 
 
@@ -197,7 +198,7 @@ class _Pod:
 
     record: RunRecord
     pod: PodInfo
-    attempt: PodAttempt | None
+    attempt: Any  # the kept attempt's compared columns (a row of `_kept`), None when new
     fields: dict[str, Any]
     final: bool
 
@@ -210,7 +211,7 @@ class CaptureResult:
     missed: list[str] = field(default_factory=list)
 
 
-_KEPT_ONLY = ("id", "run_record_id", "pod_uid", "logs_captured", *_COMPARED)
+_KEPT_ONLY = ("run_record_id", "pod_uid", "logs_captured", *_COMPARED)
 _POD_FIELDS = ("task", "replica", "pod_name", "node", "phase", "pod_created_at", "started_at",
                "finished_at", "restarts", "container_state", "reason", "message", "exit_code",
                "previous_reason", "previous_exit_code", "captured_at")
@@ -219,10 +220,11 @@ _EVIDENCE = ("pod_events", "log_tail", "previous_log_tail", "logs_captured", *_C
              "capture_reason")
 
 
-def _kept(records: Sequence[RunRecord]) -> dict[tuple[int, str], PodAttempt]:
-    """The attempts already kept for these runs (without their big columns), in one query."""
-    rows = PodAttempt.objects.filter(run_record__in=[r.pk for r in records]).only(
-        *_KEPT_ONLY).order_by()  # unordered: the model's order joins the run records
+def _kept(records: Sequence[RunRecord]) -> dict[tuple[int, str], Any]:
+    """The attempts already kept for these runs, in one query: the compared columns only, as
+    named rows (not model instances: a pass reads one per pod)."""
+    rows = PodAttempt.objects.filter(run_record__in=[r.pk for r in records]).values_list(
+        *_KEPT_ONLY, named=True).order_by()  # unordered: the model's order joins the runs
     return {(row.run_record_id, row.pod_uid): row for row in rows}
 
 
@@ -240,6 +242,11 @@ def _write(rows: list[dict[str, Any]], fields: Sequence[str], *, batch: int) -> 
                update=fields)
 
 
+def _row(item: _Pod, now: datetime) -> dict[str, Any]:
+    return {"run_record_id": item.record.pk, "pod_uid": item.pod.uid, **item.fields,
+            "captured_at": now}
+
+
 def _capture(credentials: Credentials, namespace: str, items: Sequence[_Pod], *,
              budget: _Budget, reasons: Mapping[int, str], result: CaptureResult) -> None:
     """Read the evidence of the pods that need it, then write every changed attempt in bulk.
@@ -254,13 +261,11 @@ def _capture(credentials: Credentials, namespace: str, items: Sequence[_Pod], *,
     plain: list[dict[str, Any]] = []
     reading = True
     for item in items:
-        row = {"run_record_id": item.record.pk, "pod_uid": item.pod.uid, **item.fields,
-               "captured_at": now}
         if reading and _wants_evidence(item):
             try:
-                row.update(_evidence(credentials, namespace, item.pod, budget),
-                           capture_reason=reasons[item.record.pk])
-                with_evidence.append(row)
+                with_evidence.append({**_row(item, now), **_evidence(
+                    credentials, namespace, item.pod, budget),
+                    "capture_reason": reasons[item.record.pk]})
                 continue
             except (KubeError, _OutOfTime) as exc:
                 reading = False
@@ -270,6 +275,7 @@ def _capture(credentials: Credentials, namespace: str, items: Sequence[_Pod], *,
                     % {"pod": item.pod.name, "why": what})
         if not _changed(item.attempt, item.fields):
             continue
+        row = _row(item, now)
         if item.attempt is None or not item.attempt.logs_captured:
             row.update(_classification(item.pod, ()))
             classified.append(row)
