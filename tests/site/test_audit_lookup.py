@@ -184,8 +184,9 @@ def test_queries_do_not_grow_with_events_or_tables(
         "actor": audit_events(actor_id=owner.pk),
         "member": audit_events(team_ids=[team.pk], team_slugs=[team.slug]),
     }.items()}
-    # positions + rows; an actor or a context team adds the read of their contexts
-    assert few == {"all": 2, "model": 2, "actor": 3, "member": 3}
+    # positions + rows (one statement over few tables, as for a model); an actor or a context
+    # team adds the read of their contexts
+    assert few == {"all": 2, "model": 1, "actor": 3, "member": 3}
     _make_history(team, owner)
     assert count(audit_events()) == 2
     admin = api_client_for(admin_user)
@@ -373,3 +374,34 @@ def test_many_contexts_are_counted_once_per_process(
         assert first and again == first
         assert (counted, known) == (3, 2)  # contexts counted, positions, rows; then no count
     assert len(no_dense_sets) == 3
+
+
+@pytest.mark.django_db
+def test_a_lookup_over_few_tables_reads_its_page_in_one_statement_in_the_same_order(
+    team: Team, owner: Any
+) -> None:
+    from jobs.records.selectors import job_audit_refs
+    from rlark_site.foundation.audit.lookup import ONE_STATEMENT_TABLES_AT_MOST, read_events
+
+    _make_history(team, owner)  # one test transaction: the events tie on time across tables
+    job = job_create(team=team, user=owner, data={
+        "name": "traced", "task_type": "custom", "header_role": "Actor",
+        "roles": [{"name": "Actor", "cluster": "", "selector": {}, "gpus": 0},
+                  {"name": "Critic", "cluster": "", "selector": {}, "gpus": 0}],
+    })
+    lookup = audit_events(objects=job_audit_refs(job))
+    assert 1 < len({rank for rank, _table, _ids in lookup._tables()}) \
+        <= ONE_STATEMENT_TABLES_AT_MOST
+    for oldest_first in (False, True):
+        two = read_events(lookup.positions(100, oldest_first=oldest_first))
+        assert len({event.pgh_model for event in two}) > 1
+        with CaptureQueriesContext(connection) as queries:
+            one = lookup.page(100, oldest_first=oldest_first)
+        assert len(queries.captured_queries) == 1
+        assert one == two
+        # and page by page from a cursor
+        walked, after = [], None
+        while page := lookup.page(2, after=after, oldest_first=oldest_first):
+            walked += page
+            after = page[-1].position
+        assert [event.pgh_slug for event in walked] == [event.pgh_slug for event in two]

@@ -54,6 +54,10 @@ SPARSE_CONTEXTS = 300
 # correctly, only slower than the list would.
 _DENSE: set[tuple[str, Any]] = set()
 DENSE_KEYS_AT_MOST = 10_000
+# A lookup over at most this many event tables reads its positions and rows in one statement
+# (a model, a run's trail); over more (everyone's events, an actor's, a member's), planning
+# the rows' read of every table costs more than the round trip it would save.
+ONE_STATEMENT_TABLES_AT_MOST = 8
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,27 @@ def event_models_info() -> tuple[EventTable, ...]:
             obj_field=cast(Any, model._meta.get_field("pgh_obj")).target_field,
         ))
     return tuple(sorted(found, key=lambda t: t.label))
+
+
+@cache
+def _ranks() -> dict[str, int]:
+    """Each event model label's rank (its place in `event_models_info()`)."""
+    return {table.label: rank for rank, table in enumerate(event_models_info())}
+
+
+@dataclass
+class _PositionsQuery:
+    with_parts: list[str]
+    with_params: list[Any]
+    select: str  # ranks, times and ids in the page's order, `LIMIT %s` last in `params`
+    params: list[Any]
+    ranks: set[int]  # the tables it reads
+
+    def run(self) -> list[tuple[int, datetime, int]]:
+        sql = (f"WITH {', '.join(self.with_parts)} " if self.with_parts else "") + self.select
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [*self.with_params, *self.params])
+            return [(int(rank), at, int(pk)) for rank, at, pk in cursor.fetchall()]
 
 
 @dataclass(frozen=True, order=True)
@@ -301,18 +326,19 @@ class AuditLookup:
                     _DENSE.add(keys[name][0])
         return result
 
-    def positions(self, limit: int, *, after: Position | None = None,
-                  oldest_first: bool = False) -> list[tuple[int, datetime, int]]:
-        """(table rank, time, event id) of the page's events, in order (one query, and one
-        more with an actor or team filter whose contexts are not known to be many)."""
+    def _positions_query(self, limit: int, after: Position | None,
+                         oldest_first: bool) -> _PositionsQuery | None:
+        """The positions' statement in parts (None: nothing can match), after reading the
+        actor's or teams' contexts when they are not known to be many."""
         if limit <= 0:
-            return []
+            return None
         contexts = self._contexts()
         sparse = self._sparse(contexts)
         if sparse.get("actor_contexts") == []:
-            return []  # the actor never changed anything
+            return None  # the actor never changed anything
         branches: list[str] = []
         params: list[Any] = []
+        ranks: set[int] = set()
         for rank, table, ids in self._tables():
             for scope in self._scopes(table):
                 sql, branch_params = self._branch(rank, table, ids, scope, limit, after,
@@ -327,8 +353,9 @@ class AuditLookup:
                                           "OR FALSE)")
                 branches.append(sql)
                 params += branch_params
+                ranks.add(rank)
         if not branches:
-            return []
+            return None
         with_parts, with_params = [], []
         for name, query, more in contexts:
             found = sparse[name]
@@ -339,19 +366,37 @@ class AuditLookup:
                 with_parts.append(f"{name}(id) AS (SELECT unnest(%s::uuid[]))")
                 with_params.append(found)
         direction = "ASC" if oldest_first else "DESC"
-        sql = (
-            (f"WITH {', '.join(with_parts)} " if with_parts else "")
-            + f"SELECT rank, at, id FROM ({' UNION '.join(branches)}) page "
-            f"ORDER BY at {direction}, rank {direction}, id {direction} LIMIT %s"
-        )
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [*with_params, *params, limit])
-            return [(int(rank), at, int(pk)) for rank, at, pk in cursor.fetchall()]
+        select = (f"SELECT rank, at, id FROM ({' UNION '.join(branches)}) found "
+                  f"ORDER BY at {direction}, rank {direction}, id {direction} LIMIT %s")
+        return _PositionsQuery(with_parts, with_params, select, [*params, limit], ranks)
+
+    def positions(self, limit: int, *, after: Position | None = None,
+                  oldest_first: bool = False) -> list[tuple[int, datetime, int]]:
+        """(table rank, time, event id) of the page's events, in order (one query, and one
+        more with an actor or team filter whose contexts are not known to be many)."""
+        query = self._positions_query(limit, after, oldest_first)
+        return [] if query is None else query.run()
 
     def page(self, limit: int, *, after: Position | None = None,
              oldest_first: bool = False) -> list[AuditEvent]:
-        """At most `limit` events following `after` in the order (two queries)."""
-        return read_events(self.positions(limit, after=after, oldest_first=oldest_first))
+        """At most `limit` events following `after` in the order: positions and rows in one
+        statement when the lookup spans few tables, else in two (planning the rows' read of
+        every table would cost more than the round trip it saves)."""
+        query = self._positions_query(limit, after, oldest_first)
+        if query is None:
+            return []
+        if len(query.ranks) > ONE_STATEMENT_TABLES_AT_MOST:
+            return read_events(query.run())
+        ranks = _ranks()
+        events = _read_rows(
+            {rank: f"JOIN page ON page.id = e.pgh_id WHERE page.rank = {rank}"
+             for rank in sorted(query.ranks)},
+            [], with_sql=", ".join([*query.with_parts, f"page AS MATERIALIZED ({query.select})"]),
+            with_params=[*query.with_params, *query.params],
+        )
+        events.sort(key=lambda event: (event.pgh_created_at, ranks[event.pgh_model],
+                                       event.pgh_id), reverse=not oldest_first)
+        return events
 
     def __iter__(self) -> Iterator[AuditEvent]:
         """Every matching event, newest first, read page by page."""
@@ -439,13 +484,26 @@ def read_events(positions: list[tuple[int, datetime, int]]) -> list[AuditEvent]:
     query)."""
     if not positions:
         return []
-    tables = event_models_info()
     by_rank: dict[int, list[int]] = {}
     for rank, _, pk in positions:
         by_rank.setdefault(rank, []).append(pk)
+    ranks = sorted(by_rank)
+    found = {(event.pgh_model, event.pgh_id): event for event in _read_rows(
+        dict.fromkeys(ranks, "WHERE e.pgh_id = ANY(%s)"), [by_rank[rank] for rank in ranks],
+    )}
+    tables = event_models_info()
+    return [found[(tables[rank].label, pk)] for rank, _, pk in positions
+            if (tables[rank].label, pk) in found]
+
+
+def _read_rows(sources: dict[int, str], params: list[Any], *, with_sql: str = "",
+               with_params: list[Any] | None = None) -> list[AuditEvent]:
+    """The events each table's `sources[rank]` (a WHERE, or a JOIN and a WHERE) picks, whole,
+    with their actor's name and diff, in no particular order (one query)."""
+    tables = event_models_info()
     users, join_user = _user_join()
-    branches, params = [], []
-    for rank, ids in sorted(by_rank.items()):
+    branches = []
+    for rank, source in sources.items():
         table = tables[rank].table
         # Each event with the object's previous event (for the diff): one index probe each.
         # The context and its user are joined once, outside (fewer joins to plan per table).
@@ -455,26 +513,27 @@ def read_events(positions: list[tuple[int, datetime, int]]) -> list[AuditEvent]:
             f'(SELECT to_jsonb(p) FROM "{table}" p WHERE p.pgh_obj_id = e.pgh_obj_id '
             f"AND p.pgh_id < e.pgh_id ORDER BY p.pgh_id DESC LIMIT 1) AS previous, "
             f"e.pgh_context_id AS context_id "
-            f'FROM "{table}" e WHERE e.pgh_id = ANY(%s)'
+            f'FROM "{table}" e {source}'
         )
-        params.append(ids)
     sql = (
-        f"SELECT r.rank, r.pgh_id, r.pgh_created_at, r.pgh_label, r.obj_id, r.data, r.previous, "
-        f"r.context_id, c.metadata, u.{users.username} FROM ({' UNION ALL '.join(branches)}) r "
+        (f"WITH {with_sql} " if with_sql else "")
+        + f"SELECT r.rank, r.pgh_id, r.pgh_created_at, r.pgh_label, r.obj_id, r.data, "
+        f"r.previous, r.context_id, c.metadata, u.{users.username} "
+        f"FROM ({' UNION ALL '.join(branches)}) r "
         f"LEFT JOIN {CONTEXT_TABLE} c ON c.id = r.context_id {join_user}"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(sql, [*(with_params or []), *params])
         rows = cursor.fetchall()
-    found: dict[tuple[int, int], AuditEvent] = {}
+    events = []
     for rank, pk, at, label, obj_id, current, previous, context_id, context, name in rows:
         table = tables[rank]
         current = _json(current) or {}
-        found[(rank, pk)] = AuditEvent(
+        events.append(AuditEvent(
             pgh_model=table.label, pgh_id=pk, pgh_created_at=at, pgh_label=label,
             pgh_obj_model=table.tracked, pgh_obj_id=obj_id,
             pgh_data={k: v for k, v in current.items() if not k.startswith("pgh_")},
             pgh_diff=event_diff(current, _json(previous)), pgh_context_id=context_id,
             pgh_context=_json(context), actor_username=name,
-        )
-    return [found[(rank, pk)] for rank, _, pk in positions if (rank, pk) in found]
+        ))
+    return events
