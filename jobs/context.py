@@ -399,9 +399,13 @@ def _record_links(spec: JobSpec, team: Team) -> dict[str, Any]:
     return links
 
 
-def evaluate(job: Job) -> Evaluation:
-    """Check a stored job: its spec, the context it was checked in, and the findings."""
-    team_keys = team_ssh_keys(job.team_id)  # read once for the spec and the context
+def evaluate(job: Job, *, team_keys: Mapping[str, str] | None = None) -> Evaluation:
+    """Check a stored job: its spec, the context it was checked in, and the findings.
+
+    `team_keys`: the team's SSH keys by name (`team_ssh_keys`) if the caller read them.
+    """
+    if team_keys is None:
+        team_keys = team_ssh_keys(job.team_id)  # read once for the spec and the context
     spec = spec_from_job(job, team_keys=team_keys)
     inventory = cluster_inventory_of(spec)
     ctx = check_context_for(

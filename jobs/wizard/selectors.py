@@ -17,11 +17,13 @@ __all__ = [
     "ClusterOffer",
     "LabelKey",
     "LabelValue",
+    "TeamKey",
     "TeamRecords",
     "cluster_by_name",
     "cluster_names",
     "cluster_offer",
     "network_domain_names",
+    "team_keys",
     "team_records",
 ]
 
@@ -107,12 +109,28 @@ class TeamRecords:
     deployment_parameters: tuple[tuple[int, str], ...]
 
 
-def team_records(team: Team) -> TeamRecords:
-    keys = SSHKey.objects.filter(team=team).order_by("name").values_list("name", "fingerprint")
+@dataclass(frozen=True)
+class TeamKey:
+    name: str
+    fingerprint: str
+    public_key: str
+
+
+def team_keys(team: Team) -> tuple[TeamKey, ...]:
+    """The team's SSH keys by name, with what step 3 lists and what the engine resolves
+    (one query: the step reads them once for both)."""
+    rows = SSHKey.objects.filter(team=team).order_by("name").values_list(
+        "name", "fingerprint", "public_key")
+    return tuple(TeamKey(name, fingerprint, key) for name, fingerprint, key in rows)
+
+
+def team_records(team: Team, *, keys: tuple[TeamKey, ...] | None = None) -> TeamRecords:
+    """`keys`: the team's `team_keys` if the caller read them (else one more query)."""
     lists = LaunchList.objects.filter(team=team).order_by("-updated_at", "-id")
     params = DeploymentParameters.objects.filter(team=team).order_by("-updated_at", "-id")
     return TeamRecords(
-        ssh_keys=tuple(keys),
+        ssh_keys=tuple((k.name, k.fingerprint) for k in (team_keys(team) if keys is None
+                                                          else keys)),
         launch_lists=tuple(lists.values_list("id", "title")),
         deployment_parameters=tuple(params.values_list("id", "title")),
     )

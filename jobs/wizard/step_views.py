@@ -40,7 +40,7 @@ from jobs.wizard.fields import (
 from jobs.wizard.forms import BasicsForm, CommonForm, Goto, ReviewForm, RoleRow, parse_goto
 from jobs.wizard.presenters import step_links
 from jobs.wizard.review import build_review, highlight_yaml
-from jobs.wizard.selectors import network_domain_names, team_records
+from jobs.wizard.selectors import TeamKey, network_domain_names, team_keys, team_records
 from rlark_site.foundation.exceptions import ApplicationError
 from rlark_site.foundation.tenancy.models import Team
 
@@ -299,15 +299,17 @@ _COMMON_PATHS = ["header_role", "network_domain", "ssh_keys", "run_script",
 
 
 def common(request: HttpRequest, *, job: Job) -> HttpResponse:
-    findings = finding_views(evaluate(job).findings)
+    keys = team_keys(job.team)  # read once for the engine and the list of keys
+    findings = finding_views(evaluate(job, team_keys={k.name: k.public_key for k in keys}
+                                      ).findings)
     if request.method != "POST":
         return _render_common(request, job=job, values=_stored_common(job), findings=findings,
-                              all_findings=findings)
+                              all_findings=findings, keys=keys)
     form = CommonForm(request.POST)
     if not form.is_valid():
         errors = form_error_views(form.errors, {p: p for p in _COMMON_PATHS})
         return _render_common(request, job=job, values=_posted_common(request), findings=errors,
-                              all_findings=findings, status=400)
+                              all_findings=findings, status=400, keys=keys)
     goto = parse_goto(form.cleaned_data.get("goto", ""))
     target = target_step(goto, current=STEP_COMMON)
     try:
@@ -316,7 +318,7 @@ def common(request: HttpRequest, *, job: Job) -> HttpResponse:
     except ApplicationError as exc:
         return _render_common(request, job=job, values=_posted_common(request),
                               findings=refusal_findings(exc, default_field=None),
-                              all_findings=findings, status=400)
+                              all_findings=findings, status=400, keys=keys)
     return _saved(job, target, goto)
 
 
@@ -350,9 +352,9 @@ def _common_fields(findings: Sequence[FindingView]) -> FieldMap:
 
 def _render_common(request: HttpRequest, *, job: Job, values: CommonValues,
                    findings: Sequence[FindingView], all_findings: Sequence[FindingView],
-                   status: int = 200) -> HttpResponse:
+                   keys: tuple[TeamKey, ...], status: int = 200) -> HttpResponse:
     fields = _common_fields(findings)
-    records = team_records(job.team)
+    records = team_records(job.team, keys=keys)
     known_keys = {name for name, _fp in records.ssh_keys}
     return render(request, "jobs/wizard/step3.html", {
         "job": job, "values": values, "f": fields, "step": STEP_COMMON,

@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from clusters.models import Cluster, Node
@@ -70,6 +72,21 @@ def test_step_3_saves_the_common_configuration(
     assert job.run_script == "cd /workspace\npython train.py\n"
     assert job.launch_list == launch_list and job.tensorboard_log_dir == "/mnt/tb"
     assert job.wizard_step == 4
+
+
+def test_step_3_reads_the_team_s_ssh_keys_once_for_the_list_and_the_engine(
+    web: Client, team: Team, member: Any, other_team: Team, outsider: Any
+) -> None:
+    job_create(team=team, user=member, data={"name": "keyed",
+                                             "ssh_keys": ["alice-laptop", "gone-key"]})
+    ssh_key_create(team=team, user=member, name="alice-laptop", public_key=public_key())
+    ssh_key_create(team=other_team, user=outsider, name="gone-key", public_key=public_key())
+    with CaptureQueriesContext(connection) as queries:
+        page = web.get(url("keyed", 3)).content.decode()
+    assert len([q for q in queries.captured_queries if '"jobs_sshkey"' in q["sql"]]) == 1
+    assert 'value="alice-laptop" id="ssh-key-0" checked' in page  # the team's key, chosen
+    assert 'value="gone-key" id="ssh-key-unknown-0" checked' in page  # another team's name
+    assert "ssh_key.unknown" in page.split('id="f-ssh_keys-findings"')[1][:600]
 
 
 def test_step_3_without_keys_links_to_the_ssh_key_page(
@@ -275,10 +292,11 @@ def test_steps_3_and_4_are_bounded_in_queries(
         for n in range(nodes)
     )
     submittable_job(team=team, owner=owner, admin=admin_user, name="ready-run")
-    # Two roles: the context builder spends three queries per distinct selector.
-    with django_assert_max_num_queries(32):
+    # Two roles: the context builder spends up to two queries per distinct selector; step 3
+    # reads the team's SSH keys once for its list and the engine.
+    with django_assert_max_num_queries(23):
         assert web.get(url("ready-run", 3)).status_code == 200
-    with django_assert_max_num_queries(28):
+    with django_assert_max_num_queries(17):
         assert web.get(url("ready-run", 4)).status_code == 200
     with django_assert_max_num_queries(32):
         response = web.post(url("ready-run", 3), {
