@@ -4,7 +4,9 @@
 pghistory's `Events` is a UNION of every event table in which every row gets its JSON data
 and its diff (a read of the object's previous event) before any filter, sort or limit: a
 broad lookup (an actor, a model, a member's teams) at a million events expanded every one
-of them. Here a lookup is two queries whose cost follows the page size:
+of them. Here a lookup is two steps whose cost follows the page size (one statement when
+the lookup spans at most ONE_STATEMENT_TABLES_AT_MOST tables, two otherwise; an actor or
+team filter first reads its request contexts, unless they are known to be many):
 
 1. **Positions.** One branch per event table (and per scope alternative: the row's team, or
    the team of the request that made it) selects only `(created, id)` with every filter,
