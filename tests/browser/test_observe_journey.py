@@ -82,12 +82,17 @@ def _journey(page: Page, live_server: Any, sim: Any, owner: Any, job: Job, lang:
     if lang == "zh-hans":
         expect(state).to_contain_text("运行中")
 
-    # The live pods fragment lists the head pod; its log opens in the page.
+    # The live pods fragment lists the head pod; its log opens in the page (#pod-log, outside
+    # the polled #job-live; the page is not left). The fragment re-renders every second: a
+    # refresh landing during the click must not lose it (the region holds still while pressed,
+    # tests/browser/test_observe_live_clicks.py pins each way a click was lost).
     head = page.locator(f'#job-live tr[data-pod="{HEAD_POD}"]')
     expect(head).to_be_visible(timeout=WAIT)
     head.locator("a[hx-get]").click()
-    expect(page.locator("#pod-log-panel pre.log")).to_contain_text(
-        "rlark: task actor replica 0", timeout=WAIT)
+    panel = page.locator("#pod-log #pod-log-panel")
+    expect(panel.locator("h3")).to_contain_text(HEAD_POD, timeout=WAIT)
+    expect(panel.locator("pre.log")).to_contain_text("rlark: task actor replica 0", timeout=WAIT)
+    assert page.evaluate("() => window.rlarkNotReloaded === true")
     screenshot(page, f"observe-{lang}-2-running-log")
 
     # The signal line appears in the head pod's log; the scan (a beat task) finds it, and the

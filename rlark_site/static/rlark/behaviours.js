@@ -8,7 +8,13 @@
 //   server numbers rows) and "__NUM__" by its number (1-based); the first field gets focus;
 // - live findings: after htmx swapped findings containers (.field-findings; an error is a
 //   .finding.error in it), every input described by a container follows it: aria-invalid (the
-//   red border) is set or cleared. The server decides; this only mirrors its answer.
+//   red border) is set or cleared. The server decides; this only mirrors its answer;
+// - data-live-region on an element that htmx re-renders by itself (a poll): an answer that
+//   would replace it while a pointer is pressed inside it is not swapped in (the next poll
+//   brings the news). Pressing and releasing then happen on the same link or button, so the
+//   click is never lost to a re-render between the two. (Its polled links also carry an id,
+//   so htmx gives a keyboard user's focus back after a re-render, and swap with settle:0ms,
+//   so they work from the moment they are in the page.)
 (function () {
   "use strict";
 
@@ -78,5 +84,19 @@
   }
   ["htmx:afterSettle", "htmx:oobAfterSwap"].forEach(function (name) {
     document.addEventListener(name, markFields);
+  });
+
+  var pressed = null;  // the element a pointer was pressed on, until it is released
+  document.addEventListener("pointerdown", function (event) { pressed = event.target; }, true);
+  ["pointerup", "pointercancel"].forEach(function (name) {
+    document.addEventListener(name, function () { pressed = null; }, true);
+  });
+  window.addEventListener("blur", function () { pressed = null; });
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var region = event.detail.target;
+    if (pressed && region && region.hasAttribute && region.hasAttribute("data-live-region") &&
+        region.contains(pressed)) {
+      event.detail.shouldSwap = false;
+    }
   });
 })();
