@@ -160,8 +160,12 @@ def pod_log(record: RunRecord, pod: str, *, tail: int, since_seconds: int | None
             previous: bool = False) -> LogResult:
     """A pod of this job's main-container log (bounded lines, bytes and time; shared between
     readers for the refresh interval). `NotFoundError` when the pod is not one of the job's;
-    `ApplicationError` (503) when the cluster cannot be read."""
+    `ApplicationError` (503) when the cluster cannot be read, also when its pods could not be
+    listed (then whose pod it is is unknown: a 404 would look like a lost click on the page)."""
     snapshot = job_snapshot(record)
+    if snapshot.error:
+        raise ApplicationError(_("The cluster could not be read: %(error)s")
+                               % {"error": snapshot.error}, status_code=503)
     if snapshot.pod(pod) is None:
         raise NotFoundError(_("Pod not found."))
     key = f"observe:log:{record.pk}:{pod}:{tail}:{since_seconds}:{int(previous)}"

@@ -156,6 +156,30 @@ def test_the_log_fragment_searches_follows_and_downloads(
     assert download.content == b"step 2 reward=0.2\n"
 
 
+def test_a_log_asked_for_while_the_cluster_cannot_be_read_says_so_rather_than_404(
+    running: RunRecord, demo_simulator: Any, client: Client, owner: Any, api_client_for: Any
+) -> None:
+    """The job's pods could not be listed (the shared snapshot holds the error for the
+    interval): a log link answers the cluster's error in the panel (a 404 is swapped nowhere,
+    the click would look lost) and the API a 503, as documented; an unknown pod is still 404."""
+    demo_simulator.set_faults(CLUSTER, fail_next=1, fail_mode="error")  # the pods list
+    client.force_login(owner)
+    live = client.get(reverse("jobs:job-live", args=["ppo-run"])).content.decode()
+    assert "The cluster could not be read" in live and f'data-pod="{HEAD_POD}"' not in live
+    answer = client.get(reverse("jobs:job-pod-log", args=["ppo-run", HEAD_POD]))
+    assert answer.status_code == 200
+    page = answer.content.decode()
+    assert "The cluster could not be read" in page and 'class="yaml log"' not in page
+    api = api_client_for(owner).get(reverse("api:job-pod-log", args=["ppo-run", HEAD_POD]))
+    assert api.status_code == 503
+    demo_simulator.clear_faults(CLUSTER)
+    clear_prefix(OBSERVE_PREFIX)
+    assert client.get(reverse("jobs:job-pod-log", args=["ppo-run", "ppo-run-nope-0"])) \
+        .status_code == 404
+    assert "rlark: task actor replica 0" in client.get(
+        reverse("jobs:job-pod-log", args=["ppo-run", HEAD_POD])).content.decode()
+
+
 def test_the_log_fragment_is_404_for_another_team(running: RunRecord, client: Client,
                                                  outsider: Any) -> None:
     client.force_login(outsider)
