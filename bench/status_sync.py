@@ -18,7 +18,9 @@ Each design runs twice from the same starting point: a pass where every run chan
 first `Pending` is recorded) and an unchanged pass (nothing to write). Printed: wall time,
 requests to the clusters, database queries, and how many times faster the new design is.
 Both sides measure the status sync's own work: notifications are switched off, as the
-per-job baseline never sent them.
+per-job baseline never sent them; the design "+ notifications" then runs the capture pass with
+the check production runs after each cluster's pass (`emit_run_changes`: which state events
+the runs reached, two queries per cluster since 2026-12-01, one query per run before).
 
 The capture-enabled case: the same per-cluster pass with the pod capture of
 `jobs.observe.capture` on (every run's pod becomes a kept attempt on the first pass), once
@@ -239,9 +241,10 @@ def legacy_capture_cluster(credentials: Any, records: Any, *, final_states: Any)
     return written
 
 
-def per_cluster_pass(lists: RequestCount, *, capture: str = "off") -> int:
+def per_cluster_pass(lists: RequestCount, *, capture: str = "off", notify: bool = False) -> int:
     """The new design: `sync_cluster` for every cluster with active runs; the pods capture
-    `off`, `old` (the replaced one) or `new` (RLark's)."""
+    `off`, `old` (the replaced one) or `new` (RLark's); with `notify`, the pass also checks
+    which state events its runs reached (`emit_run_changes`), as production does."""
     from jobs.observe import capture as capturing
     from jobs.records import status
 
@@ -252,7 +255,8 @@ def per_cluster_pass(lists: RequestCount, *, capture: str = "off") -> int:
         lists.wrap(call) for call in gateway)
     status.capture_cluster = {"off": _nothing, "old": legacy_capture_cluster,  # type: ignore[assignment]
                               "new": real[1]}[capture]
-    status.emit_run_changes = _nothing  # type: ignore[assignment]
+    if not notify:
+        status.emit_run_changes = _nothing  # type: ignore[assignment]
     try:
         return sum(status.sync_cluster(cluster=name).changed
                    for name in status.clusters_with_active_runs())
@@ -296,6 +300,8 @@ def run(arguments: argparse.Namespace) -> list[Figures]:
             ("per job (one GET each)", lambda r: per_job_pass(handle, r)),
             ("per cluster (one list per namespace)", per_cluster_pass),
             ("per cluster + new pods capture", lambda r: per_cluster_pass(r, capture="new")),
+            ("per cluster + new pods capture + notifications",
+             lambda r: per_cluster_pass(r, capture="new", notify=True)),
         ]
         if not arguments.skip_old_capture:
             designs.append(("per cluster + old pods capture",
@@ -332,19 +338,23 @@ def main() -> None:
     for figure in figures:
         print(figure.line())
     old_change, old_same, new_change, new_same, cap_change, cap_same = figures[:6]
+    notify_change, notify_same = figures[6:8]
     for what, old, new in (("all change", old_change, new_change),
                            ("unchanged", old_same, new_same),
                            ("all change, pods capture on", old_change, cap_change),
-                           ("unchanged, pods capture on", old_same, cap_same)):
+                           ("unchanged, pods capture on", old_same, cap_same),
+                           ("all change, capture and notifications on", old_change,
+                            notify_change),
+                           ("unchanged, capture and notifications on", old_same, notify_same)):
         speedup = old.wall / new.wall
         verdict = "meets" if new.wall < TARGET_SECONDS and speedup >= TARGET_SPEEDUP else "misses"
         print(f"{what}: per cluster {new.wall:.2f} s (load average {new.load:.1f}) vs per job "
               f"{old.wall:.2f} s (load average {old.load:.1f}): {speedup:.1f}x faster "
               f"({verdict} the target: under {TARGET_SECONDS:.0f} s and at least "
               f"{TARGET_SPEEDUP:.0f}x)")
-    if len(figures) == 8:
-        for what, old, new in (("all change", figures[6], cap_change),
-                               ("unchanged", figures[7], cap_same)):
+    if len(figures) == 10:
+        for what, old, new in (("all change", figures[8], cap_change),
+                               ("unchanged", figures[9], cap_same)):
             print(f"pods capture, {what}: new {new.wall:.2f} s ({new.queries} queries) vs old "
                   f"{old.wall:.2f} s ({old.queries} queries): {old.wall / new.wall:.1f}x faster")
 

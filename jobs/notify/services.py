@@ -46,7 +46,6 @@ from jobs.models import (
     WebhookDelivery,
 )
 from jobs.notify.models import ADMIN_EVENTS, VERIFICATION_EVENTS
-from jobs.observe.capture import run_flags
 from rlark_site.foundation.tenancy.models import Team
 
 __all__ = [
@@ -139,16 +138,37 @@ def emit_verification(*, verification: Verification, transition: str) -> bool:
 
 
 def emit_run_changes(records: Iterable[RunRecord]) -> int:
-    """Emit the state events the runs have reached (each once, by key)."""
-    emitted = 0
-    for record in records:
-        state, flagged = run_flags(record)
+    """Emit the state events the runs have reached (each once, by key).
+
+    A status pass calls this with every active run of a cluster, each pass: the runs' states
+    as stored now and the events already recorded are read in two queries whatever the
+    number of runs, and only an event not recorded yet is written (with its team, read once
+    per team), so a pass over thousands of runs that reached nothing new costs two queries.
+    """
+    runs = {record.pk: record for record in records}
+    if not runs:
+        return 0
+    stored = (RunRecord.objects.filter(pk__in=runs).order_by()
+              .values_list("pk", "state", "pending_flagged"))
+    wanted: list[tuple[str, EventKind, RunRecord, str]] = []
+    for pk, state, flagged in stored:
+        record = runs[pk]
         kind = _STATE_EVENTS.get(JobState(state)) if state in JobState.values else None
         if kind is not None:
-            emitted += emit(kind=kind, record=record, details={"state": state})
+            wanted.append((f"{kind}:{pk}", kind, record, state))
         if flagged:
-            emitted += emit(kind=EventKind.PENDING_OVERDUE, record=record,
-                            details={"state": state})
+            kind = EventKind.PENDING_OVERDUE
+            wanted.append((f"{kind}:{pk}", kind, record, state))
+    if not wanted:
+        return 0
+    recorded = set(NotificationEvent.objects.filter(
+        key__in=[key for key, *_rest in wanted]).order_by().values_list("key", flat=True))
+    missing = [item for item in wanted if item[0] not in recorded]
+    teams = Team.objects.in_bulk({record.team_id for _key, _kind, record, _state in missing})
+    emitted = 0
+    for key, kind, record, state in missing:
+        record.team = teams[record.team_id]
+        emitted += emit(kind=kind, record=record, key=key, details={"state": state})
     return emitted
 
 
