@@ -140,3 +140,14 @@ def demo_simulator() -> Iterator[Any]:
 
     with run_simulator(DEMO_FLEET) as handle:
         yield handle
+
+
+@pytest.fixture
+def running(demo_simulator: Any, team: Team, owner: Any, admin_user: Any,
+            django_capture_on_commit_callbacks: Any) -> Any:
+    """A two-role job of `team` submitted to the demo simulator and started there (its run
+    record; no status pass has run yet)."""
+    from tests.jobs.observe_support import running_job
+
+    return running_job(demo_simulator, team=team, owner=owner, admin=admin_user,
+                       capture=django_capture_on_commit_callbacks)

@@ -16,11 +16,10 @@ from playwright.sync_api import Page, expect
 
 from jobs.models import JobState, RunRecord
 from jobs.records.status import sync_submitted_jobs
-from rlark_site.foundation.tenancy.models import Team
 from tests.browser.conftest import login
 from tests.cache_support import OBSERVE_PREFIX, clear_prefix
 from tests.conftest import PASSWORD
-from tests.jobs.observe_support import CLUSTER, HEAD_POD, NAMESPACE, running_job
+from tests.jobs.observe_support import CLUSTER, HEAD_POD, NAMESPACE
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -64,10 +63,9 @@ def fast_refresh(settings: Any) -> Iterator[None]:
 
 
 @pytest.fixture
-def running(demo_simulator: Any, team: Team, owner: Any, admin_user: Any,
-            django_capture_on_commit_callbacks: Any) -> RunRecord:
-    record = running_job(demo_simulator, team=team, owner=owner, admin=admin_user,
-                         capture=django_capture_on_commit_callbacks)
+def running(running: RunRecord) -> RunRecord:
+    """The shared running job (tests/conftest.py), with its Running state recorded."""
+    record = running
     sync_submitted_jobs()
     record.refresh_from_db()
     assert record.job.state == JobState.RUNNING

@@ -19,9 +19,8 @@ from pghistory.models import Events
 from clusters.models import Cluster
 from jobs.models import RunRecord
 from jobs.observe.access import access_entries
-from rlark_site.foundation.tenancy.models import Team
 from tests.cache_support import OBSERVE_PREFIX, clear_prefix
-from tests.jobs.observe_support import CLUSTER, HEAD_POD, NAMESPACE, running_job
+from tests.jobs.observe_support import CLUSTER, HEAD_POD, NAMESPACE
 
 pytestmark = pytest.mark.django_db
 
@@ -40,13 +39,6 @@ def fresh_cache(settings: Any) -> Iterator[None]:
     clear_prefix(OBSERVE_PREFIX)
     yield
     clear_prefix(OBSERVE_PREFIX)
-
-
-@pytest.fixture
-def running(demo_simulator: Any, team: Team, owner: Any, admin_user: Any,
-            django_capture_on_commit_callbacks: Any) -> RunRecord:
-    return running_job(demo_simulator, team=team, owner=owner, admin=admin_user,
-                       capture=django_capture_on_commit_callbacks)
 
 
 def signed_in(user: Any) -> Client:

@@ -26,7 +26,7 @@ from jobs.records.status import sync_submitted_jobs
 from rlark_site.foundation.tenancy.models import Team
 from tests.cache_support import OBSERVE_PREFIX, clear_prefix
 from tests.jobs.notify_support import SECRET, Receiver
-from tests.jobs.observe_support import CLUSTER, NAMESPACE, running_job
+from tests.jobs.observe_support import CLUSTER, NAMESPACE
 
 pytestmark = pytest.mark.django_db
 
@@ -42,13 +42,6 @@ def eager_tasks(settings: Any) -> Iterator[None]:
     yield
     current_app.conf.task_always_eager = before
     clear_prefix(OBSERVE_PREFIX)
-
-
-@pytest.fixture
-def running(demo_simulator: Any, team: Team, owner: Any, admin_user: Any,
-            django_capture_on_commit_callbacks: Any) -> RunRecord:
-    return running_job(demo_simulator, team=team, owner=owner, admin=admin_user,
-                       capture=django_capture_on_commit_callbacks)
 
 
 def test_a_running_job_is_sent_once_signed(running: RunRecord, team: Team, receiver: Receiver,

@@ -11,9 +11,8 @@ from django.urls import reverse
 from clusters import k8s
 from jobs.models import FailureTag, JobState, PodAttempt, RunRecord
 from jobs.observe.capture import LOG_TAIL_BYTES, attempt_log, capture_cluster
-from rlark_site.foundation.tenancy.models import Team
 from tests.cache_support import OBSERVE_PREFIX, clear_prefix
-from tests.jobs.observe_support import CLUSTER, HEAD_POD, NAMESPACE, running_job
+from tests.jobs.observe_support import CLUSTER, HEAD_POD, NAMESPACE
 
 pytestmark = pytest.mark.django_db
 
@@ -28,13 +27,6 @@ def quick(settings: Any) -> Iterator[None]:
     clear_prefix(OBSERVE_PREFIX)
     yield
     clear_prefix(OBSERVE_PREFIX)
-
-
-@pytest.fixture
-def running(demo_simulator: Any, team: Team, owner: Any, admin_user: Any,
-            django_capture_on_commit_callbacks: Any) -> RunRecord:
-    return running_job(demo_simulator, team=team, owner=owner, admin=admin_user,
-                       capture=django_capture_on_commit_callbacks)
 
 
 def capture(sim: Any, record: RunRecord) -> int:
