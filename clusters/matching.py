@@ -29,6 +29,7 @@ from django.utils.translation import gettext
 
 from clusters.labels import parse_selector_text, selector_problems, unparseable_problem
 from clusters.types import (
+    ClusterCount,
     ConditionClusters,
     MatchedNode,
     SelectorMatch,
@@ -187,24 +188,37 @@ def describe_match(match: SelectorMatch, *, cluster: str,
     `foreign_nodes` the first of those outside `cluster` (`foreign_count` counts them all).
     """
     foreign = match.foreign_nodes(cluster)
-    nodes, next_offset = window.page(match.nodes)
+    return _answer(
+        cluster=cluster, window=window, count=match.count, per_cluster=match.per_cluster(),
+        nodes=window.page(match.nodes)[0], foreign_count=len(foreign),
+        foreign=foreign[:window.limit], confining=match.confining_conditions(cluster),
+        gpu_max=match.gpu_max(), devices_max=match.devices_max(),
+    )
+
+
+def _answer(*, cluster: str, window: NodeWindow, count: int,
+            per_cluster: Sequence[ClusterCount], nodes: Sequence[MatchedNode],
+            foreign_count: int, foreign: Sequence[MatchedNode],
+            confining: Iterable[tuple[str, str]], gpu_max: int | None,
+            devices_max: Mapping[str, int]) -> dict[str, Any]:
+    """The answer's shape, once, for `describe_match` (from a match in memory) and
+    `describe_selector` (from PostgreSQL's aggregates)."""
+    end = window.offset + window.limit
     return {
         "cluster": cluster,
-        "count": match.count,
-        "per_cluster": [asdict(c) for c in match.per_cluster()],
+        "count": count,
+        "per_cluster": [asdict(c) for c in per_cluster],
         "nodes": [{**node_ref(n), "ready": n.ready, "gpu": n.gpu} for n in nodes],
         "nodes_offset": window.offset,
         "nodes_limit": window.limit,
-        "nodes_next_offset": next_offset,
-        "clusters": sorted(match.clusters),
-        "confined": match.count > 0 and not foreign,
-        "confining_conditions": [
-            {"key": k, "value": v} for k, v in match.confining_conditions(cluster)
-        ],
-        "foreign_count": len(foreign),
-        "foreign_nodes": [node_ref(n) for n in foreign[:window.limit]],
-        "gpu_max": match.gpu_max(),
-        "devices_max": match.devices_max(),
+        "nodes_next_offset": end if end < count else None,
+        "clusters": sorted(c.cluster for c in per_cluster),
+        "confined": count > 0 and not foreign_count,
+        "confining_conditions": [{"key": k, "value": v} for k, v in confining],
+        "foreign_count": foreign_count,
+        "foreign_nodes": [node_ref(n) for n in foreign],
+        "gpu_max": gpu_max,
+        "devices_max": dict(devices_max),
     }
 
 
@@ -308,28 +322,16 @@ def describe_selector(selector: Mapping[str, str], *, cluster: str,
     foreign_count = sum(e.count for name, e in per_cluster.items() if name != cluster)
     nodes, foreign = _listed_nodes(condition_json, cluster=cluster, window=window, total=count,
                                    foreign=foreign_count)
-    end = window.offset + window.limit
     gpu_known = count > 0 and all(e.gpus_known == e.count for e in per_cluster.values())
     gpu_minima = [e.gpu_min for e in per_cluster.values() if e.gpu_min is not None]
-    return {
-        "cluster": cluster,
-        "count": count,
-        "per_cluster": [{"cluster": name, "count": e.count, "ready": e.ready}
-                        for name, e in sorted(per_cluster.items())],
-        "nodes": [{**node_ref(n), "ready": n.ready, "gpu": n.gpu} for n in nodes],
-        "nodes_offset": window.offset,
-        "nodes_limit": window.limit,
-        "nodes_next_offset": end if end < count else None,
-        "clusters": sorted(per_cluster),
-        "confined": count > 0 and not foreign_count,
-        "confining_conditions": [
-            {"key": k, "value": v} for k, v in confining_conditions(reached, cluster)
-        ],
-        "foreign_count": foreign_count,
-        "foreign_nodes": [node_ref(n) for n in foreign],
-        "gpu_max": min(gpu_minima) if gpu_known else None,
-        "devices_max": devices_max,
-    }
+    return _answer(
+        cluster=cluster, window=window, count=count,
+        per_cluster=[ClusterCount(name, e.count, e.ready)
+                     for name, e in sorted(per_cluster.items())],
+        nodes=nodes, foreign_count=foreign_count, foreign=foreign,
+        confining=confining_conditions(reached, cluster),
+        gpu_max=min(gpu_minima) if gpu_known else None, devices_max=devices_max,
+    )
 
 
 # Live match answers are cached this long (seconds) under a key that changes with the fleet:
