@@ -21,33 +21,8 @@ from rlark_site.foundation.exceptions import ApplicationError, NotFoundError
 from rlark_site.foundation.findings import Finding
 from rlark_site.foundation.tenancy.access import AnyUser
 
-# The distinct rlinf.io/* resources the present nodes of some clusters report.
-_DEVICE_NAMES_SQL = """
-SELECT DISTINCT c.name, d.key
-FROM clusters_node n
-JOIN clusters_cluster c ON c.id = n.cluster_id
-CROSS JOIN LATERAL jsonb_object_keys(
-    CASE WHEN jsonb_typeof(n.devices) = 'object' THEN n.devices ELSE '{}'::jsonb END
-) AS d(key)
-WHERE NOT n.gone AND c.name = ANY(%s) AND d.key LIKE %s
-ORDER BY c.name, d.key
-"""
-
-
-def device_names(clusters: Sequence[str]) -> dict[str, tuple[str, ...]]:
-    """For each named cluster with devices: the rlinf.io/* resources its present nodes report,
-    sorted."""
-    names: dict[str, list[str]] = {}
-    with connection.cursor() as cursor:
-        cursor.execute(_DEVICE_NAMES_SQL, [list(clusters), f"{DEVICE_PREFIX}%"])
-        for cluster, device in cursor.fetchall():
-            names.setdefault(str(cluster), []).append(str(device))
-    return {cluster: tuple(devices) for cluster, devices in names.items()}
-
-
-# Each named cluster's namespace, storage classes and the rlinf.io/* resources its present
-# nodes report, in one query: the same reads as `StorageClass` (ordered by name) and
-# `device_names`, aggregated per cluster.
+# Each named cluster's namespace, storage classes (by name) and the distinct rlinf.io/*
+# resources its present nodes report (sorted), in one query.
 _CLUSTER_INVENTORY_SQL = """
 SELECT c.name, c.namespace,
     ARRAY(SELECT s.name FROM clusters_storageclass s WHERE s.cluster_id = c.id ORDER BY s.name),

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from clusters.inventory.selectors import ClusterInventory, device_names
-from clusters.models import Cluster, ClusterLabel, NetworkDomain, StorageClass
+from clusters.inventory.selectors import ClusterInventory, cluster_inventory
+from clusters.models import Cluster, ClusterLabel, NetworkDomain
 from jobs.models import DeploymentParameters, LaunchList, SSHKey
 from rlark_site.foundation.tenancy.models import Team
 
@@ -78,16 +78,13 @@ def cluster_offer(cluster: str, *, inventory: ClusterInventory | None = None) ->
     """
     if not cluster:
         return EMPTY_OFFER
-    if inventory is not None and inventory.name == cluster:
-        return ClusterOffer(name=cluster, labels=_labels(cluster),
-                            device_names=inventory.device_names,
-                            storage_classes=inventory.storage_classes)
-    storage = StorageClass.objects.filter(cluster__name=cluster).order_by("name")
+    if inventory is None or inventory.name != cluster:
+        inventory = cluster_inventory([cluster]).get(cluster)
     return ClusterOffer(
         name=cluster,
         labels=_labels(cluster),
-        device_names=device_names([cluster]).get(cluster, ()),
-        storage_classes=tuple(storage.values_list("name", flat=True)),
+        device_names=inventory.device_names if inventory else (),
+        storage_classes=inventory.storage_classes if inventory else (),
     )
 
 
