@@ -5,7 +5,9 @@
 
 Creates a scratch database (migrated like the real one), loads the fleet from
 `clusters.simulator.fleet.generate_fleet` in bulk, then times `match_selector` +
-`describe_match` (exactly what `POST /api/v1/selector-matches/` runs) over a mix of
+`describe_match` (the match the findings engine and a verification's snapshot read, and the
+body of `POST /api/v1/selector-matches/`, which the endpoint computes with `describe_selector`
+without reading every match; tests/clusters/test_matching.py compares the two) over a mix of
 selectors of different selectivity, side by side with a Python scan of the same rows held in
 memory that builds the same result. Both results are compared for every selector. The
 scratch database is dropped at the end. Without DATABASE_URL, embedded PostgreSQL is used.
