@@ -30,10 +30,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import yaml
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import REPO, scratch_database, setup_django
+from benchlib import REPO, fleet_yaml, scratch_database, setup_django
 
 WAIT_SECONDS = 900.0
 
@@ -142,7 +140,7 @@ def run(args: argparse.Namespace, database: str) -> None:
     broker.delete("inventory")
     with tempfile.TemporaryDirectory() as scratch:
         fleet_path = Path(scratch) / "fleet.yaml"
-        fleet_path.write_text(yaml.safe_dump(document))
+        fleet_path.write_text(fleet_yaml(document))
         simulator = start_simulator_process(fleet_path, 0, timeout=900)  # 100k nodes load slowly
         try:
             call_command("register_fleet", fleet=str(fleet_path), simulator_url=simulator.base_url)

@@ -19,7 +19,7 @@ import yaml
 
 from clusters.inventory.services import ClusterRegistration
 from clusters.labels import is_dns_label
-from clusters.simulator.fleet import Fleet, FleetError, parse_fleet
+from clusters.simulator.fleet import Fleet, FleetError, load_yaml, parse_fleet
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ def parse_fleet_file(document: Any, *, source: str = "fleet") -> FleetFile:
 def read_fleet_file(path: str | Path) -> FleetFile:
     """Read and validate a fleet YAML file."""
     try:
-        document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        document = load_yaml(Path(path).read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         raise FleetError([f"not valid YAML: {exc}"], source=str(path)) from exc
     return parse_fleet_file(document, source=str(path))

@@ -248,11 +248,21 @@ def parse_fleet(document: Any, *, source: str = "fleet") -> Fleet:
     )
 
 
+# PyYAML's safe loader in C (libyaml) when the wheel has it: the same documents, about four
+# times faster on a fleet file of 100,000 nodes (minutes in pure Python).
+_SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def load_yaml(text: str) -> Any:
+    """The document in `text`, read like `yaml.safe_load` (C loader when available)."""
+    return yaml.load(text, Loader=_SAFE_LOADER)  # noqa: S506 - a safe loader
+
+
 def load_fleet(path: str | Path) -> Fleet:
     """Read, validate and build the fleet in a YAML file."""
     text = Path(path).read_text(encoding="utf-8")
     try:
-        document = yaml.safe_load(text)
+        document = load_yaml(text)
     except yaml.YAMLError as exc:
         raise FleetError([f"not valid YAML: {exc}"], source=str(path)) from exc
     return parse_fleet(document, source=str(path))
