@@ -28,6 +28,7 @@ from jobs.drafts.selectors import (
     JOB_SORTS,
     job_get_for_user,
     job_search,
+    job_summaries,
     ssh_key_get_for_team,
     ssh_keys_for_team,
     team_for_user,
@@ -39,6 +40,7 @@ from jobs.drafts.serializers import (
     JobSummarySerializer,
     SSHKeyInSerializer,
     SSHKeySerializer,
+    job_summary_rows,
 )
 from jobs.drafts.services import job_create, job_delete, job_update, ssh_key_create, ssh_key_delete
 from jobs.models import Job, JobState, SSHKey
@@ -89,6 +91,11 @@ class JobListView(generics.ListAPIView):
     ])
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return super().get(request, *args, **kwargs)
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """A page of JobSummarySerializer rows, read and rendered lean (`job_summary_rows`)."""
+        page = self.paginate_queryset(job_summaries(self.get_queryset()))
+        return self.get_paginated_response(job_summary_rows(page or [], request=request))
 
     @extend_schema(request=JobDraftSerializer, responses={201: JobDetailSerializer, **_ERRORS})
     def post(self, request: Request) -> Response:

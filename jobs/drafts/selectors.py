@@ -21,11 +21,13 @@ from rlark_site.foundation.tenancy.models import Team
 
 __all__ = [
     "JOB_SORTS",
+    "JOB_SUMMARY_COLUMNS",
     "JobListQuery",
     "job_creators",
     "job_get_for_user",
     "job_list_for_user",
     "job_search",
+    "job_summaries",
     "jobs_in_state",
     "ssh_key_get_for_team",
     "ssh_keys_for_team",
@@ -97,6 +99,17 @@ def job_search(user: Any, query: JobListQuery, *, team: Team | None = None) -> Q
     if query.pending_flagged:
         jobs = jobs.filter(run_record__pending_flagged=True)
     return jobs.order_by(*JOB_SORTS.get(query.sort, JOB_SORTS["-updated"]))
+
+
+# What a row of the job list shows (JobSummarySerializer's fields), by column.
+JOB_SUMMARY_COLUMNS = ("name", "team__slug", "task_type", "wizard_step", "created_by__username",
+                       "created_at", "updated_at", "run_record__state", "run_record__submitted_at")
+
+
+def job_summaries(jobs: QuerySet[Job]) -> QuerySet[Job, dict[str, Any]]:
+    """`jobs` as the list's rows: only the columns a row shows (a run's manifest and snapshots
+    are never read), as dicts rather than a job, team, user and run record instance each."""
+    return jobs.values(*JOB_SUMMARY_COLUMNS)
 
 
 def job_creators(team: Team) -> list[str]:
