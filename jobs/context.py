@@ -3,23 +3,25 @@
 The wizard, the API and submission all call `evaluate(job)` (or `spec_from_job` +
 `check_context_for`), so a job is judged the same way wherever it is looked at.
 
-`check_context_for` loads everything in a fixed number of queries: a handful for the
-clusters, network domains, names and SSH keys, plus two per distinct role selector
-(`clusters.matching`). Nothing it does grows with the number of jobs or nodes stored.
+`check_context_for` loads everything in a fixed number of queries: the SSH keys, the
+clusters, the team's verifications, one statement for the rest (whether the name is taken,
+the launch list's images, the deployment parameters with their verifications' states, the
+network domains), plus two per distinct role selector (`clusters.matching`). Nothing it does
+grows with the number of jobs or nodes stored.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Q
+from django.db import connection
 from django.utils.translation import gettext
 
 from clusters.inventory.selectors import ClusterInventory, cluster_inventory
 from clusters.matching import match_many
-from clusters.models import ClusterJob, NetworkDomain
 from clusters.verifications.selectors import verification_views
 from jobs.core.findings import check, has_errors
 from jobs.core.parameters import record_content
@@ -37,7 +39,7 @@ from jobs.core.spec import (
     VerificationView,
     selector_key,
 )
-from jobs.models import DeploymentParameters, Job, LaunchList, Role, RunRecord, SSHKey
+from jobs.models import DeploymentParameters, Job, Role, SSHKey
 from rlark_site.foundation.findings import Finding
 from rlark_site.foundation.tenancy.models import Team
 
@@ -235,35 +237,33 @@ def _cluster_facts(inventory: Mapping[str, ClusterInventory]) -> dict[str, Clust
     }
 
 
-def _network_domains() -> dict[str, frozenset[str]]:
-    domains: dict[str, set[str]] = {}
-    for name, cluster in NetworkDomain.objects.values_list("name", "clusters__name"):
-        domains.setdefault(name, set())
-        if cluster is not None:
-            domains[name].add(cluster)
-    return {name: frozenset(clusters) for name, clusters in domains.items()}
+# Whether `name` is another RLark job's, or a cluster Job's that is not `exclude`'s own run
+# (the row in its run record's cluster and namespace). A NULL `exclude` excludes nothing.
+_NAME_TAKEN_SQL = """
+EXISTS (SELECT 1 FROM jobs_job j WHERE j.name = %(name)s AND j.id IS DISTINCT FROM %(exclude)s)
+OR EXISTS (
+    SELECT 1 FROM clusters_clusterjob cj JOIN clusters_cluster c ON c.id = cj.cluster_id
+    WHERE cj.name = %(name)s AND NOT EXISTS (
+        SELECT 1 FROM jobs_runrecord r
+        WHERE r.job_id = %(exclude)s AND r.job_name = cj.name AND r.cluster = c.name
+            AND r.namespace = cj.namespace
+    )
+)
+"""
 
 
 def name_is_taken(name: str, *, exclude_job_id: int | None = None) -> bool:
     """Whether another RLark job, or a Job on any cluster that is not this one's, has `name`.
 
-    Only this one name is looked up. Once a job is submitted its own Job shows up on the
-    cluster too; the row in its cluster and namespace is then not "another" Job.
+    Only this one name is looked up (one query). Once a job is submitted its own Job shows up
+    on the cluster too; the row in its cluster and namespace is then not "another" Job.
     """
     if not name:
         return False
-    other_jobs = Job.objects.filter(name=name).order_by().values("pk")
-    remote = ClusterJob.objects.filter(name=name).order_by().values("pk")
-    if exclude_job_id is not None:
-        other_jobs = other_jobs.exclude(pk=exclude_job_id)
-        own = RunRecord.objects.filter(
-            job_id=exclude_job_id,
-            job_name=OuterRef("name"),
-            cluster=OuterRef("cluster__name"),
-            namespace=OuterRef("namespace"),
-        )
-        remote = remote.exclude(Exists(own))
-    return other_jobs.union(remote, all=True).exists()  # one query
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {_NAME_TAKEN_SQL}", {"name": name, "exclude": exclude_job_id})
+        row = cursor.fetchone()
+    return bool(row and row[0])
 
 
 def name_findings(name: str, *, taken: bool) -> list[Finding]:
@@ -326,26 +326,89 @@ def check_context_for(
     if inventory is None:
         inventory = cluster_inventory_of(spec)
     _lines, unknown = _resolve_ssh_keys([_text(n) for n in ssh_key_names], team_keys)
-    taken = name_is_taken(spec.name, exclude_job_id=exclude_job_id)
+    world = _read_world(spec, exclude_job_id=exclude_job_id)
     return CheckContext(
         clusters=_cluster_facts(inventory),
         matches=_matches(spec),
         verifications=_verifications_for(team, _verification_pairs(spec)),
-        network_domains=_network_domains(),
-        taken_names=frozenset({spec.name}) if taken else frozenset(),
+        network_domains=world.network_domains,
+        taken_names=frozenset({spec.name}) if world.name_taken else frozenset(),
         unknown_ssh_key_names=unknown,
-        launch_list_images=_launch_list_images(spec),
-        **_record_links(spec, team),
+        launch_list_images=world.launch_list_images,
+        **_record_links(spec, team, world.parameters),
     )
 
 
-def _launch_list_images(spec: JobSpec) -> LaunchListImages | None:
-    """The images the job's launch list records (one query); None without a launch list."""
-    if not isinstance(spec.launch_list_id, int):
-        return None
-    row = LaunchList.objects.filter(pk=spec.launch_list_id).values_list(
-        "image", "role_images"
-    ).first()
+# What the rules need beyond the draft and the inventory, in one statement: whether the name is
+# taken, the launch list's images, the deployment parameters the job links or that link its
+# launch list (with their verifications' states), and every network domain with its clusters.
+_WORLD_SQL = f"""
+SELECT
+    {_NAME_TAKEN_SQL} AS name_taken,
+    (SELECT jsonb_build_array(l.image, l.role_images) FROM jobs_launchlist l
+     WHERE l.id = %(launch_list)s) AS launch_list,
+    (SELECT coalesce(jsonb_agg(jsonb_build_object(
+        'id', d.id, 'team_id', d.team_id, 'launch_list_id', d.launch_list_id,
+        'title', d.title, 'state', d.confirmation_state, 'roles', d.roles,
+        'network_domain', d.network_domain, 'storage_notes', d.storage_notes,
+        'network_notes', d.network_notes, 'confirmed', d.confirmed_content,
+        'decision_note', d.confirmation_note, 'stale_reasons', d.confirmation_stale_reasons,
+        'verifications', (
+            SELECT coalesce(jsonb_agg(jsonb_build_array(v.id, v.state)), '[]'::jsonb)
+            FROM jobs_deploymentparameters_verifications dv
+            JOIN clusters_verification v ON v.id = dv.verification_id
+            WHERE dv.deploymentparameters_id = d.id
+        )
+    )), '[]'::jsonb)
+     FROM jobs_deploymentparameters d
+     WHERE d.id = %(parameters)s OR d.launch_list_id = %(launch_list)s) AS parameters,
+    (SELECT coalesce(jsonb_object_agg(domain.name, domain.clusters), '{{}}'::jsonb) FROM (
+        SELECT n.name, coalesce(jsonb_agg(c.name) FILTER (WHERE c.name IS NOT NULL),
+                                '[]'::jsonb) AS clusters
+        FROM clusters_networkdomain n
+        LEFT JOIN clusters_networkdomain_clusters nc ON nc.networkdomain_id = n.id
+        LEFT JOIN clusters_cluster c ON c.id = nc.cluster_id
+        GROUP BY n.name
+    ) AS domain) AS network_domains
+"""  # noqa: S608  (fixed fragments; values are parameters)
+
+
+@dataclass(frozen=True)
+class _World:
+    name_taken: bool
+    launch_list_images: LaunchListImages | None
+    parameters: list[dict[str, Any]]  # rows as `_WORLD_SQL` builds them
+    network_domains: dict[str, frozenset[str]]
+
+
+def _json(value: Any) -> Any:
+    # Django's psycopg setup hands jsonb over as text (its JSONField decodes it).
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _record_id(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _read_world(spec: JobSpec, *, exclude_job_id: int | None) -> _World:
+    """`_WORLD_SQL` for the spec (one query)."""
+    name = spec.name if isinstance(spec.name, str) else ""
+    params = {"name": name, "exclude": exclude_job_id,
+              "launch_list": _record_id(spec.launch_list_id),
+              "parameters": _record_id(spec.deployment_parameters_id)}
+    with connection.cursor() as cursor:
+        cursor.execute(_WORLD_SQL, params)
+        taken, launch_list, parameters, domains = cursor.fetchone()
+    return _World(
+        name_taken=bool(name) and bool(taken),
+        launch_list_images=_launch_list_images(_json(launch_list)),
+        parameters=_json(parameters),
+        network_domains={n: frozenset(clusters) for n, clusters in _json(domains).items()},
+    )
+
+
+def _launch_list_images(row: list[Any] | None) -> LaunchListImages | None:
+    """The images a launch list records; None without a launch list."""
     if row is None:
         return None
     image, role_images = row
@@ -365,37 +428,58 @@ def record_content_of(parameters: DeploymentParameters) -> dict[str, Any]:
     )
 
 
+def _parameters_view(*, id: int, title: str, state: str, roles: Any, network_domain: str,
+                     content: dict[str, Any], confirmed: Any, decision_note: str,
+                     stale_reasons: Any) -> ParametersView:
+    return ParametersView(
+        id=id, title=title, state=state,
+        roles=tuple(roles if isinstance(roles, list) else ()),
+        network_domain=network_domain,
+        verification_ids=frozenset(pk for pk, _state in content["verifications"]),
+        content=content, confirmed=dict(confirmed or {}),
+        decision_note=decision_note, stale_reasons=tuple(stale_reasons or ()),
+    )
+
+
 def parameters_view(parameters: DeploymentParameters) -> ParametersView:
     """The record as the findings engine sees it."""
-    content = record_content_of(parameters)
-    return ParametersView(
+    return _parameters_view(
         id=parameters.pk, title=parameters.title, state=parameters.confirmation_state,
-        roles=tuple(parameters.roles if isinstance(parameters.roles, list) else ()),
-        network_domain=parameters.network_domain,
-        verification_ids=frozenset(pk for pk, _state in content["verifications"]),
-        content=content, confirmed=dict(parameters.confirmed_content or {}),
+        roles=parameters.roles, network_domain=parameters.network_domain,
+        content=record_content_of(parameters), confirmed=parameters.confirmed_content,
         decision_note=parameters.confirmation_note,
-        stale_reasons=tuple(parameters.confirmation_stale_reasons or ()),
+        stale_reasons=parameters.confirmation_stale_reasons,
     )
 
 
-def _record_links(spec: JobSpec, team: Team) -> dict[str, Any]:
+def _parameters_view_of_row(row: Mapping[str, Any]) -> ParametersView:
+    """`parameters_view` of a row `_WORLD_SQL` read."""
+    content = record_content(
+        roles=row["roles"], network_domain=row["network_domain"],
+        storage_notes=row["storage_notes"], network_notes=row["network_notes"],
+        verifications=[(pk, state) for pk, state in row["verifications"]],
+    )
+    return _parameters_view(
+        id=row["id"], title=row["title"], state=row["state"], roles=row["roles"],
+        network_domain=row["network_domain"], content=content, confirmed=row["confirmed"],
+        decision_note=row["decision_note"], stale_reasons=row["stale_reasons"],
+    )
+
+
+def _record_links(spec: JobSpec, team: Team, rows: Sequence[Mapping[str, Any]]
+                  ) -> dict[str, Any]:
     """How the job's launch list and deployment parameters reference each other, and the
-    parameters themselves (two queries)."""
-    ids = [i for i in (spec.launch_list_id, spec.deployment_parameters_id) if isinstance(i, int)]
-    if not ids:
+    parameters themselves, from the records `_WORLD_SQL` read."""
+    if not any(isinstance(i, int) for i in (spec.launch_list_id, spec.deployment_parameters_id)):
         return {}
-    rows = DeploymentParameters.objects.filter(
-        Q(pk=spec.deployment_parameters_id) | Q(launch_list_id=spec.launch_list_id)
-    )
     links: dict[str, Any] = {}
     for row in rows:
-        if row.pk == spec.deployment_parameters_id:
-            links["parameters_launch_list_id"] = row.launch_list_id
-            if row.team_id == team.pk:
-                links["parameters"] = parameters_view(row)
-        if row.launch_list_id is not None and row.launch_list_id == spec.launch_list_id:
-            links["launch_list_parameters_id"] = row.pk
+        if row["id"] == spec.deployment_parameters_id:
+            links["parameters_launch_list_id"] = row["launch_list_id"]
+            if row["team_id"] == team.pk:
+                links["parameters"] = _parameters_view_of_row(row)
+        if row["launch_list_id"] is not None and row["launch_list_id"] == spec.launch_list_id:
+            links["launch_list_parameters_id"] = row["id"]
     return links
 
 

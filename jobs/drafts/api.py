@@ -26,6 +26,7 @@ from jobs.core.render import build_manifest
 from jobs.drafts.forms import JobListForm
 from jobs.drafts.selectors import (
     JOB_SORTS,
+    job_get_for_evaluation,
     job_get_for_user,
     job_search,
     job_summaries,
@@ -160,7 +161,7 @@ class JobManifestView(APIView):
     )
     def get(self, request: Request, name: str) -> HttpResponse:
         """The manifest RLark would submit; 422 with the findings while an error remains."""
-        job = job_get_for_user(request.user, name)
+        job = job_get_for_evaluation(request.user, name)
         evaluation = evaluate(job)
         if evaluation.has_errors:
             raise ApplicationError(

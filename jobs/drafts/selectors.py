@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Exists, F, OuterRef, Q, QuerySet, Value
+from django.db.models import Exists, F, OuterRef, Prefetch, Q, QuerySet, Value
 from django.db.models.expressions import OrderBy
 from django.db.models.functions import Coalesce
 from django.utils.translation import gettext as _
@@ -24,6 +24,7 @@ __all__ = [
     "JOB_SUMMARY_COLUMNS",
     "JobListQuery",
     "job_creators",
+    "job_get_for_evaluation",
     "job_get_for_user",
     "job_list_for_user",
     "job_search",
@@ -145,3 +146,12 @@ def ssh_key_get_for_team(team: Team, **lookup: Any) -> SSHKey:
     if key is None:
         raise NotFoundError(_("SSH key not found."))
     return key
+
+
+def job_get_for_evaluation(user: Any, name: str) -> Job:
+    """`job_get_for_user` with only what `jobs.context.evaluate` reads: the team and the roles
+    (in position order, read without joining the job again)."""
+    roles = Prefetch("roles", queryset=Role.objects.order_by("position"))
+    return access_team_object(
+        Job.objects.select_related("team").prefetch_related(roles), user, name=name
+    )

@@ -13,11 +13,17 @@ from django.test.utils import CaptureQueriesContext
 from clusters.inventory.selectors import cluster_inventory
 from clusters.models import Cluster, ClusterJob, NetworkDomain, Node, StorageClass
 from clusters.verifications.services import verification_approve, verification_request
-from jobs.context import check_context_for, evaluate, name_findings, spec_from_job
+from jobs.context import (
+    check_context_for,
+    evaluate,
+    name_findings,
+    parameters_view,
+    spec_from_job,
+)
 from jobs.core.spec import EnvVar, Mount, ResourcePair
 from jobs.drafts.selectors import job_get_for_user
 from jobs.drafts.services import job_create, ssh_key_create
-from jobs.models import Job, JobState
+from jobs.models import DeploymentParameters, Job, JobState, LaunchList
 from jobs.wizard.evaluation import BasicsInput, evaluate_basics, evaluate_draft
 from jobs.wizard.selectors import cluster_offer
 from rlark_site.foundation.tenancy.models import Team
@@ -35,10 +41,10 @@ ROLES: list[dict[str, Any]] = [
     {"name": "Rollout", "cluster": "gpu-a", "selector": POOL_A},
     {"name": "Environment", "cluster": "cpu-c", "selector": ENV_C},
 ]
-# evaluate(job) for a job fetched by job_get_for_user: SSH keys twice, the name twice,
-# three for the clusters, one for network domains, the verifications; clusters.matching
-# takes at most three per distinct selector.
-FIXED_QUERIES = 7
+# evaluate(job) for a job fetched by job_get_for_user: the SSH keys, the clusters, the rest of
+# the world (name taken, launch list, deployment parameters, network domains) in one, the
+# verifications; clusters.matching takes at most three per distinct selector.
+FIXED_QUERIES = 4
 PER_SELECTOR_QUERIES = 3
 
 
@@ -105,6 +111,56 @@ def test_matches_and_network_domains_are_loaded(team: Team, owner: Any) -> None:
     assert ctx.match_for(POOL_A).count == 12
     assert ctx.match_for(HEAD).count == 1
     assert ctx.network_domains == {"a-to-c": {"gpu-a", "cpu-c"}, "empty": frozenset()}
+
+
+def test_the_records_are_seen_as_their_models_show_them(
+    team: Team, owner: Any, admin_user: Any, other_team: Team
+) -> None:
+    """The launch list's images, the job's deployment parameters (as `parameters_view` of the
+    model) and how the two records point at each other, read in one statement."""
+    cluster = Cluster.objects.get(name="gpu-a")
+    verification = verification_request(team=team, user=owner, cluster=cluster, selector=POOL_A)
+    verification_approve(verification_id=verification.pk, admin=admin_user, note="ok")
+    launch_list = LaunchList.objects.create(team=team, title="l", created_by=owner,
+                                            image="repo/img:1", role_images={"Actor": "repo/a:2"})
+    parameters = DeploymentParameters.objects.create(
+        team=team, title="p", created_by=owner, launch_list=launch_list, network_domain="x",
+        roles=[{"role": "Actor", "cluster": "gpu-a", "gpus": 8.0}], storage_notes="a\r\nb",
+        confirmation_note="n", confirmed_content={"record": {"k": [1, "2"]}},
+        confirmation_stale_reasons=[{"part": "job", "field": "gpus"}],
+    )
+    parameters.verifications.set([verification])
+    DeploymentParameters.objects.create(team=team, title="unlinked", created_by=owner)
+    job = make_job(team, owner, launch_list=launch_list.pk, deployment_parameters=parameters.pk)
+    ctx = check_context_for(spec_from_job(job), team=team, exclude_job_id=job.pk)
+    assert ctx.parameters == parameters_view(DeploymentParameters.objects.get(pk=parameters.pk))
+    assert ctx.parameters is not None and ctx.parameters.verification_ids == {verification.pk}
+    assert ctx.launch_list_images is not None
+    assert (ctx.launch_list_images.image, ctx.launch_list_images.role_images) == (
+        "repo/img:1", (("Actor", "repo/a:2"),))
+    assert (ctx.parameters_launch_list_id, ctx.launch_list_parameters_id) == (
+        launch_list.pk, parameters.pk)
+
+    # Another team's parameters are not read as the job's; where they point still is.
+    foreign = DeploymentParameters.objects.create(team=other_team, title="f", created_by=owner)
+    other_list = LaunchList.objects.create(team=team, title="o", created_by=owner)
+    Job.objects.filter(pk=job.pk).update(deployment_parameters=foreign, launch_list=other_list)
+    ctx = check_context_for(spec_from_job(Job.objects.get(pk=job.pk)), team=team)
+    assert ctx.parameters is None
+    assert (ctx.parameters_launch_list_id, ctx.launch_list_parameters_id) == (None, None)
+    assert ctx.launch_list_images is not None and not ctx.launch_list_images.recorded
+    parameters.launch_list = None
+    parameters.save()
+    DeploymentParameters.objects.filter(pk=foreign.pk).update(launch_list=launch_list)
+    Job.objects.filter(pk=job.pk).update(launch_list=launch_list)
+    ctx = check_context_for(spec_from_job(Job.objects.get(pk=job.pk)), team=team)
+    assert (ctx.parameters_launch_list_id, ctx.launch_list_parameters_id) == (
+        launch_list.pk, foreign.pk)
+
+    Job.objects.filter(pk=job.pk).update(deployment_parameters=None, launch_list=None)
+    ctx = check_context_for(spec_from_job(Job.objects.get(pk=job.pk)), team=team)
+    assert (ctx.parameters, ctx.launch_list_images) == (None, None)
+    assert (ctx.parameters_launch_list_id, ctx.launch_list_parameters_id) == (None, None)
 
 
 def test_the_teams_own_verifications_are_loaded(
