@@ -79,9 +79,10 @@ RLARK_BEAT_LOCK_TTL = env_float("RLARK_BEAT_LOCK_TTL", 30.0)
 
 # The shared cache (Redis, the same server as the broker): live pod/event snapshots of a job are
 # fetched once per refresh interval however many people watch, and shared by every process.
+# Django's Redis cache, with one client per connection pool (rlark_site/foundation/cache.py).
 CACHES = {
     "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "BACKEND": "rlark_site.foundation.cache.SharedClientRedisCache",
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": env_str("RLARK_CACHE_PREFIX", "rlark"),
     }
