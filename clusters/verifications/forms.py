@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sized
+import hashlib
+import json
+from collections.abc import Iterable, Sized
 from typing import Any, TypeVar
 
 from django import forms
+from django.utils.translation import get_language
 from django.utils.translation import gettext_lazy as _
 
 from clusters.matching import SelectorInputError, parse_selector_input
@@ -38,6 +41,11 @@ def _at_most(items: _Sized, limit: int) -> _Sized:
             _("Enter at most %(max)s entries, one per line.") % {"max": limit}
         )
     return items
+
+
+def _choices_of(field: forms.Field) -> list[tuple[Any, Any]]:
+    """A choice field's (value, label) pairs (normalized by Django when set)."""
+    return list(getattr(field, "choices", []))
 
 
 class VerificationRequestForm(forms.Form):
@@ -140,17 +148,26 @@ class QueueFilterForm(forms.Form):
     cluster = forms.ChoiceField(required=False, label=_("Cluster"), widget=PlainSelect)
     team = forms.ChoiceField(required=False, label=_("Team"), widget=PlainSelect)
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, clusters: Iterable[str] | None = None, **kwargs: Any) -> None:
+        """`clusters`: every cluster's name in name order, when the caller read them already."""
         super().__init__(*args, **kwargs)
         everyone = [("", _("all"))]
         cluster, team = self.fields["cluster"], self.fields["team"]
         assert isinstance(cluster, forms.ChoiceField) and isinstance(team, forms.ChoiceField)
-        cluster.choices = everyone + [
-            (name, name) for name in Cluster.objects.order_by("name").values_list("name", flat=True)
-        ]
+        if clusters is None:
+            clusters = Cluster.objects.order_by("name").values_list("name", flat=True)
+        cluster.choices = everyone + [(name, name) for name in clusters]
         team.choices = everyone + [
             (slug, name) for slug, name in Team.objects.order_by("slug").values_list("slug", "name")
         ]
+
+    def rendering_key(self) -> str:
+        """Names everything the form's HTML shows (it is cached under it): each field's
+        choices and value, and the language (the labels are translated)."""
+        shown = [[field.name, [[str(v), str(label)] for v, label in _choices_of(field.field)],
+                  field.value()] for field in self]
+        identity = json.dumps([shown, get_language()], default=str)
+        return hashlib.sha256(identity.encode()).hexdigest()
 
     def filters(self) -> dict[str, str | None]:
         data = self.cleaned_data if self.is_valid() else {}

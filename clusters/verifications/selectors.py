@@ -384,16 +384,24 @@ class ResultInputs:
         return self.reached[_key_tuple(verification.selector)]
 
 
-def result_inputs(verifications: Sequence[Verification]) -> ResultInputs:
-    """`ResultInputs` of some requests: the generations once, each distinct selector's
-    condition clusters once (a page of requests costs a few queries, not a few per request)."""
+def cluster_generations() -> dict[str, int]:
+    """Today's generation of every cluster, by cluster name in name order."""
+    return dict(Cluster.objects.order_by("name").values_list("name", "generation"))
+
+
+def result_inputs(verifications: Sequence[Verification],
+                  generations: dict[str, int] | None = None) -> ResultInputs:
+    """`ResultInputs` of some requests: the generations once (`cluster_generations`, unless
+    given), each distinct selector's condition clusters once (a page of requests costs a few
+    queries, not a few per request)."""
     reached: dict[SelectorKey, ConditionClusters] = {}
     for verification in verifications:
         key = _key_tuple(verification.selector)
         if key not in reached:
             reached[key] = condition_clusters(verification.selector)
-    return ResultInputs(
-        generations=dict(Cluster.objects.values_list("name", "generation")), reached=reached)
+    if generations is None:
+        generations = cluster_generations()
+    return ResultInputs(generations=generations, reached=reached)
 
 
 def verification_results(verifications: Sequence[Verification]) -> list[VerificationResult]:

@@ -6,23 +6,30 @@ request's panel in its decided state; without JavaScript the form posts and redi
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
+import django
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
-from django.core.cache.utils import make_template_fragment_key
 from django.core.paginator import Paginator
 from django.db.models import TextField
 from django.db.models.functions import MD5, Cast
 from django.http import Http404, HttpRequest, HttpResponse
+from django.middleware.csrf import get_token
 from django.shortcuts import redirect, render
+from django.template import Engine
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.safestring import mark_safe
+from django.utils.html import format_html
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
@@ -33,6 +40,7 @@ from clusters.verifications.forms import DecisionForm, QueueFilterForm, Verifica
 from clusters.verifications.selectors import (
     ResultInputs,
     VerificationResult,
+    cluster_generations,
     match_summary,
     result_inputs,
     snapshot_nodes,
@@ -51,16 +59,28 @@ from rlark_site.foundation.exceptions import ApplicationError
 from rlark_site.foundation.tenancy.access import current_team, require_platform_admin
 
 PAGE_SIZE = 25
-# `_panel.html` caches a request's automated result under this name and `_result_key`.
-RESULT_FRAGMENT = "verification-result"
-# Nodes of a snapshot shown on a request's panel, and per page of its node list.
-PANEL_NODES = NodeWindow(limit=20)
+# A request's panel on the queue is rendered once and its HTML cached under `_panel_key`.
+PANEL_FRAGMENT = "verification-panel"
+PANEL_SECONDS = 600
+PANEL_TEMPLATE = "clusters/verifications/_panel.html"
+# What renders the cached fragments of the queue (`_rendering_version`).
+QUEUE_TEMPLATES = tuple(f"clusters/verifications/{name}.html" for name in (
+    "queue", "_panel", "_result", "_nodes", "_per_cluster", "_decision"))
+# Nodes of a snapshot named on a request's panel (its first ones, first ones outside its
+# cluster, first NotReady ones): its counts per cluster cover them all, and its node list
+# (`verification_nodes`) shows every one, page by page.
+PANEL_NODES = NodeWindow(limit=5)
+PANEL_NOT_READY = 5
 NODES_PER_PAGE = 200
+# Cached panels hold this in place of the CSRF token; each page puts its own token in (every
+# form of a page posts the same one). Escaped text cannot contain the `<input>` it stands in.
+_CSRF_MARK = "csrf-token-of-the-page"
+_CSRF_INPUT = '<input type="hidden" name="csrfmiddlewaretoken" value="{}">'
 
 
 class _Shown:
-    """What `_result.html` shows of a request, computed on first use: a panel whose result
-    is in the cache (keyed on what it is computed from, `_result_key`) computes nothing."""
+    """What `_result.html` shows of a request, computed on first use: a panel found in the
+    cache (keyed on what it is computed from, `_panel_key`) computes nothing."""
 
     def __init__(self, verification: Verification, inputs: ResultInputs) -> None:
         self.verification = verification
@@ -84,6 +104,10 @@ class _Shown:
     def more_nodes(self) -> bool:
         return self._nodes[1] is not None
 
+    @property
+    def foreign_nodes(self) -> list[dict[str, Any]]:
+        return self.result.foreign_nodes[:PANEL_NODES.limit]
+
     @cached_property
     def _not_ready(self) -> int:
         match = self.result.match
@@ -93,7 +117,7 @@ class _Shown:
     def not_ready_nodes(self) -> list[dict[str, Any]]:
         if not self._not_ready:
             return []
-        return snapshot_nodes_not_ready(self.verification, limit=PANEL_NODES.limit)
+        return snapshot_nodes_not_ready(self.verification, limit=PANEL_NOT_READY)
 
     @property
     def more_not_ready(self) -> int:
@@ -110,35 +134,81 @@ def _summary_digest(verification: Verification) -> str:
     return "py:" + hashlib.sha256(text.encode()).hexdigest()
 
 
-def _result_key(verification: Verification, inputs: ResultInputs) -> str:
-    """Names everything `_result.html` is computed from (its rendering is cached under it):
-    the request's own fields and stored snapshot (its summary's digest and the generations
-    it was taken at: a snapshot's node list follows from them), today's condition clusters of
-    its selector and generations of every cluster (a generation moves whenever a node
-    appears, vanishes or is relabelled), the language and the time zone. The drift stored
-    with a stale approval is written once, when it turns stale: its time stands for it."""
+@functools.cache
+def _rendering_version() -> str:
+    """A digest of what renders the queue's cached fragments besides their data: the
+    templates, the project's translation catalogues and Django's version (read once per
+    process, so a deployment that changes them does not show fragments cached before)."""
+    digest = hashlib.sha256(django.get_version().encode())
+    for name in QUEUE_TEMPLATES:
+        digest.update(Engine.get_default().get_template(name).source.encode())
+    for path in sorted(Path(p) for p in settings.LOCALE_PATHS):
+        for catalogue in sorted(path.glob("*/LC_MESSAGES/*.mo")):
+            digest.update(catalogue.read_bytes())
+    return digest.hexdigest()
+
+
+# The stored snapshot, keyed by its summary's digest instead (`_panel_key`).
+_SNAPSHOT_FIELDS = frozenset({"matches", "match_signature", "match_summary"})
+
+
+def _panel_key(verification: Verification, inputs: ResultInputs) -> str:
+    """Names everything a request's panel is computed from (its HTML is cached under it):
+    every field of the request's row (the snapshot by its summary's digest: its node list
+    and signature are written only with its summary and generations), the names of its
+    team, cluster and users, today's condition clusters of its selector and generations of
+    every cluster (a generation moves whenever a node appears, vanishes or is relabelled),
+    how many nodes a panel names, the language, the time zone and `_rendering_version`.
+    Nothing on a panel depends on which platform admin looks: the queue is theirs alone."""
     v = verification
+    row = [[f.attname, getattr(v, f.attname)] for f in Verification._meta.concrete_fields
+           if f.attname not in _SNAPSHOT_FIELDS]
     identity = json.dumps([
-        "inputs", v.pk, v.state, str(v.stale_at), v.cluster.name, v.selector,
-        v.for_header_role, v.requested_gpu, v.confirmed_gpu, v.requested_devices,
-        v.confirmed_devices, v.requested_host_paths, v.confirmed_host_paths,
-        v.inventory_generations, _summary_digest(v),
+        "panel", row, _summary_digest(v), v.team.name, v.cluster.name, v.requested_by.username,
+        v.decided_by.username if v.decided_by else None,
         [[list(c), sorted(clusters)] for c, clusters in inputs.reached_by(v)],
-        sorted(inputs.generations.items()),
-        get_language(), timezone.get_current_timezone_name(),
+        sorted(inputs.generations.items()), PANEL_NODES.limit, PANEL_NOT_READY,
+        get_language(), timezone.get_current_timezone_name(), _rendering_version(),
     ], sort_keys=True, default=str)
-    return hashlib.sha256(identity.encode()).hexdigest()
+    return f"{PANEL_FRAGMENT}:{hashlib.sha256(identity.encode()).hexdigest()}"
 
 
-def _item(verification: Verification, form: DecisionForm | None = None,
-          inputs: ResultInputs | None = None) -> dict[str, Any]:
-    inputs = inputs or result_inputs([verification])
-    return {
-        "verification": verification,
-        "shown": _Shown(verification, inputs),
-        "form": form or DecisionForm(verification=verification),
-        "result_key": _result_key(verification, inputs),
-    }
+def _render_panel(verification: Verification, inputs: ResultInputs, *,
+                  form: DecisionForm | None = None, error: str | None = None) -> str:
+    """A request's panel, with `_CSRF_MARK` for the CSRF token (`_with_token` puts it in)."""
+    return render_to_string(PANEL_TEMPLATE, {
+        "verification": verification, "shown": _Shown(verification, inputs),
+        "form": form or DecisionForm(verification=verification), "error": error,
+        "csrf_token": _CSRF_MARK,
+    })
+
+
+def _with_token(request: HttpRequest, panels: list[str]) -> list[SafeString]:
+    """Panels as `_render_panel` wrote them, with this page's CSRF token."""
+    mark = format_html(_CSRF_INPUT, _CSRF_MARK)
+    token = format_html(_CSRF_INPUT, get_token(request))
+    # Rendered by the template engine, which escaped every value it wrote.
+    return [mark_safe(html.replace(mark, token)) for html in panels]  # noqa: S308
+
+
+def _panels(request: HttpRequest, verifications: list[Verification],
+            inputs: ResultInputs) -> list[SafeString]:
+    """The panels of a page of requests: those in the cache in one read; for the others, the
+    snapshot summaries in one query (rendering reads them), then rendered and cached."""
+    keys = [_panel_key(v, inputs) for v in verifications]
+    held = cache.get_many(keys)
+    missing = {v.pk: v for v, key in zip(verifications, keys, strict=True) if key not in held}
+    unread = [pk for pk, v in missing.items() if "match_summary" in v.get_deferred_fields()]
+    if unread:
+        summaries = Verification.objects.filter(pk__in=unread).values_list("pk", "match_summary")
+        for pk, summary in summaries:
+            missing[pk].match_summary = summary
+    if missing:
+        rendered = {key: _render_panel(v, inputs)
+                    for v, key in zip(verifications, keys, strict=True) if key not in held}
+        cache.set_many(rendered, PANEL_SECONDS)
+        held.update(rendered)
+    return _with_token(request, [held[key] for key in keys])
 
 
 @login_required
@@ -210,38 +280,20 @@ def team_verifications(request: HttpRequest) -> HttpResponse:
 def queue(request: HttpRequest) -> HttpResponse:
     """Platform admins' queue: oldest first, filtered by state, cluster and team."""
     require_platform_admin(request.user)
-    filters = QueueFilterForm(request.GET or None)
-    # The snapshot's summary is read only for panels not in the cache (`_Shown`).
+    generations = cluster_generations()
+    filters = QueueFilterForm(request.GET or None, clusters=generations)
+    # The snapshot's summary is read only for panels not in the cache (`_panels`).
     verifications = verification_queue(user=request.user, **filters.filters()).defer(
         "match_summary").annotate(summary_digest=MD5(Cast("match_summary", TextField())))
     page = Paginator(verifications, PAGE_SIZE).get_page(request.GET.get("page"))
     shown = list(page.object_list)
-    inputs = result_inputs(shown)
-    items = [_item(v, inputs=inputs) for v in shown]
-    _take_cached_results(items)
+    panels = _panels(request, shown, result_inputs(shown, generations))
     params = request.GET.copy()
     params.pop("page", None)
     return render(request, "clusters/verifications/queue.html", {
-        "filters": filters, "page": page, "items": items, "query": params.urlencode(),
+        "filters": filters, "filters_key": f"{filters.rendering_key()}:{_rendering_version()}",
+        "page": page, "panels": panels, "query": params.urlencode(),
     })
-
-
-def _take_cached_results(items: list[dict[str, Any]]) -> None:
-    """The panels' cached results in one cache read (`result_html`, what `_panel.html`'s
-    cache tag stored), and in one query the snapshot summaries of the panels the cache does
-    not hold (rendering them reads the summary)."""
-    keys = {make_template_fragment_key(RESULT_FRAGMENT, [item["result_key"]]): item
-            for item in items}
-    held = cache.get_many(list(keys))
-    for key, html in held.items():
-        # The cache tag's own rendering of `_result.html`, stored as rendered (escaped).
-        keys[key]["result_html"] = mark_safe(html)  # noqa: S308
-    missing = {item["verification"].pk: item["verification"]
-               for key, item in keys.items() if key not in held}
-    if missing:
-        summaries = Verification.objects.filter(pk__in=missing).values_list("pk", "match_summary")
-        for pk, summary in summaries:
-            missing[pk].match_summary = summary
 
 
 def _decide(request: HttpRequest, form: DecisionForm) -> str | None:
@@ -273,5 +325,8 @@ def queue_decide(request: HttpRequest, verification_id: int) -> HttpResponse:
             messages.error(request, error)
         return redirect(f"{reverse('clusters:queue')}#verification-{verification_id}")
     verification = verification_get(user=request.user, verification_id=verification_id)
-    context = {**_item(verification, form if error else None), "error": error}
-    return render(request, "clusters/verifications/_panel.html", context)
+    inputs = result_inputs([verification])
+    if error:
+        panel = _render_panel(verification, inputs, form=form, error=error)
+        return HttpResponse(_with_token(request, [panel])[0])
+    return HttpResponse(_panels(request, [verification], inputs)[0])

@@ -20,6 +20,7 @@ from rest_framework.test import APIClient
 from clusters.matching import NODES_PAGE_DEFAULT, NODES_PAGE_MAX
 from clusters.models import Cluster, Node, Verification
 from clusters.signals import inventory_changed
+from clusters.verifications.views import PANEL_NODES, PANEL_NOT_READY
 from tests.factories import bulk_fleet, stored_request
 
 pytestmark = pytest.mark.django_db
@@ -146,15 +147,16 @@ def test_the_verification_list_stays_small(
 def test_the_admin_queue_shows_counts_and_a_few_nodes(
     team: Any, member: Any, admin_user: Any, client: Client
 ) -> None:
-    stored_broad(team, member)
+    created = stored_broad(team, member)
     client.force_login(admin_user)
     page = client.get("/clusters/verifications/queue/")
     html = page.content.decode()
     assert page.status_code == 200
-    assert len(page.content) < 120_000
-    assert html.count('<td class="mono">big-') == 20  # the panel's first nodes
-    assert html.count('class="finding warning not-ready"') == 20  # the first NotReady ones
+    assert len(page.content) < 40_000
+    assert html.count('<td class="mono">big-') == PANEL_NODES.limit  # the panel's first nodes
+    assert html.count('class="finding warning not-ready"') == PANEL_NOT_READY  # the first ones
     assert f"<td>big-03</td><td>{PER_CLUSTER}</td>" in html
+    assert f'href="/clusters/verifications/{created["id"]}/nodes/"' in html  # every node, paged
 
 
 def test_the_snapshot_pages_list_every_node_once(
@@ -238,4 +240,4 @@ def test_snapshots_kept_before_previews_show_the_same_nodes(
         verification.match_summary.pop(name)
     verification.save(update_fields=["match_summary"])
     assert queue() == with_previews
-    assert with_previews.count('class="finding warning not-ready"') == 20
+    assert with_previews.count('class="finding warning not-ready"') == PANEL_NOT_READY

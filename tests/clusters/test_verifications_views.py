@@ -278,3 +278,63 @@ def test_a_cached_panel_follows_the_inventory_the_decision_and_the_language(
     assert "Now also matched" in stale and differs in stale
     chinese = client.get(QUEUE, HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
     assert "当前 Node 清单匹配到的节点与此快照不同。" in chinese and differs not in chinese
+
+
+def test_a_cached_panel_follows_a_change_to_the_request_and_to_the_names_it_shows(
+    team: Any, member: Any, admin_user: Any, private_cache: None,
+) -> None:
+    verification = pending(team, member, note="PPO actor pool")
+    client = logged_in(admin_user)
+    assert "PPO actor pool" in client.get(QUEUE).content.decode()
+    Verification.objects.filter(pk=verification.pk).update(
+        request_note="PPO critic pool", requested_for_job="ppo-7b")
+    team.name = "Vision RL (renamed)"
+    team.save(update_fields=["name"])
+    member.username = "member-renamed"
+    member.save(update_fields=["username"])
+    page = client.get(QUEUE).content.decode()
+    panel = page.split(f'id="verification-{verification.pk}"')[1].split("</article>")[0]
+    assert "PPO critic pool" in panel and "PPO actor pool" not in panel
+    assert "ppo-7b" in panel and "Vision RL (renamed)" in panel and "member-renamed" in panel
+
+
+def test_a_cached_panel_carries_the_csrf_token_of_its_page(
+    team: Any, member: Any, admin_user: Any, private_cache: None,
+) -> None:
+    """Panels are cached without a token; each page writes its own into their forms, and a
+    decision posted with it passes the CSRF check."""
+    verification = pending(team, member)
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(admin_user)
+
+    def panel_token() -> str:
+        page = client.get(QUEUE).content.decode()
+        panel = page.split(f'id="verification-{verification.pk}"')[1].split("</article>")[0]
+        found = re.search(r'name="csrfmiddlewaretoken" value="([A-Za-z0-9]{64})"', panel)
+        assert found is not None
+        return found.group(1)
+
+    first, second = panel_token(), panel_token()  # the second page's panel is the cached one
+    assert first != second
+    refused = client.post(decide_url(verification), {"decision": "reject", "note": "no"})
+    assert refused.status_code == 403
+    decided = client.post(decide_url(verification),
+                          {"decision": "reject", "note": "no", "csrfmiddlewaretoken": second})
+    assert decided.status_code == 302
+    verification.refresh_from_db()
+    assert verification.state == VerificationState.REJECTED
+
+
+def test_the_cached_filter_follows_the_teams_the_choice_and_the_language(
+    team: Any, member: Any, admin_user: Any, private_cache: None,
+) -> None:
+    from rlark_site.foundation.tenancy.models import Team
+
+    client = logged_in(admin_user)
+    assert "Late Team" not in client.get(QUEUE).content.decode()
+    Team.objects.create(slug="late-team", name="Late Team")
+    assert '<option value="late-team">Late Team</option>' in client.get(QUEUE).content.decode()
+    chosen = client.get(QUEUE, {"team": "late-team"}).content.decode()
+    assert '<option value="late-team" selected>Late Team</option>' in chosen
+    chinese = client.get(QUEUE, HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert ">状态:</label>" in chinese and ">State:</label>" not in chinese
