@@ -5,6 +5,7 @@ Zulip's rule: "missing" and "not yours" give the same answer (404), so nothing l
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from django.db.models import Model, QuerySet
@@ -103,12 +104,17 @@ def current_team(request: object) -> Team | None:
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return None
-    teams = teams_for_user(user)
+    return current_team_among(request, list(teams_for_user(user).order_by("slug")))
+
+
+def current_team_among(request: object, teams: Sequence[Team]) -> Team | None:
+    """`current_team` chosen from `teams`, the user's teams ordered by slug (read once by a
+    caller that shows them too): the session's choice, else the first one (remembered)."""
     session = getattr(request, "session", {})
     chosen = session.get("current_team")
-    team = teams.filter(slug=chosen).first() if chosen else None
-    if team is None:
-        team = teams.order_by("slug").first()
-        if team is not None and hasattr(session, "__setitem__"):
+    team = next((t for t in teams if t.slug == chosen), None) if chosen else None
+    if team is None and teams:
+        team = teams[0]
+        if hasattr(session, "__setitem__"):
             session["current_team"] = team.slug
     return team
