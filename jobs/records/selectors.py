@@ -7,23 +7,25 @@ events); "missing" and "another team's" are the same 404.
 from __future__ import annotations
 
 import difflib
-from typing import Any
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache
+from typing import Any, cast
 
-from django.apps import apps
-from django.db.models import CharField, F, Prefetch, QuerySet, Value
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.db.models import F, QuerySet
 from django.utils.translation import gettext as _
 
 from clusters.models import Verification, VerificationState
 from jobs.models import (
     ConfirmationState,
     DeploymentParameters,
-    FirstRunCheck,
     Job,
     LaunchList,
-    Role,
     RunRecord,
-    StatusChange,
-    SubmissionAttempt,
 )
 from jobs.records.rundiff import RunDiff, semantic_diff
 from rlark_site.foundation.audit.selectors import (
@@ -181,45 +183,49 @@ def run_records_for_user(user: Any, *, name_contains: str = "") -> QuerySet[RunR
 
 
 def run_record_get_for_user(user: Any, name: str) -> RunRecord:
-    """One run record by job name; 404 for anyone outside its team (admins read all)."""
-    return access_team_object(
-        _records().prefetch_related(
-            Prefetch("attempts", queryset=SubmissionAttempt.objects.order_by("number")),
-            Prefetch("status_changes",
-                     queryset=StatusChange.objects.order_by("observed_at", "id")),
-            Prefetch("first_run_checks",
-                     queryset=FirstRunCheck.objects.select_related("checked_by")
-                     .order_by("checked_at", "id")),
-        ),
-        user, admins_see_all=True, job_name=name,
-    )
+    """One run record by job name; 404 for anyone outside its team (admins read all).
+
+    Its attempts, status changes and first-run checks are not read with it: `run_record_chain`
+    reads them in the statement that finds what its audit trail covers."""
+    return access_team_object(_records(), user, admins_see_all=True, job_name=name)
+
+
+# Every role the job ever had (deleted ones included, from the Role event table itself, not
+# through pghistory's `Events`, which would expand every role event of every job first) and the
+# run record's attempts, status changes and first-run checks (none for a NULL record).
+_CHILD_REFS_SQL = """
+SELECT 'jobs.Role', e.pgh_obj_id FROM jobs_roleevent e WHERE e.job_id = %(job)s
+UNION SELECT 'jobs.Role', r.id FROM jobs_role r WHERE r.job_id = %(job)s
+UNION SELECT 'jobs.SubmissionAttempt', a.id FROM jobs_submissionattempt a
+    WHERE a.run_record_id = %(record)s
+UNION SELECT 'jobs.StatusChange', s.id FROM jobs_statuschange s WHERE s.run_record_id = %(record)s
+UNION SELECT 'jobs.FirstRunCheck', f.id FROM jobs_firstruncheck f
+    WHERE f.run_record_id = %(record)s
+"""
+
+
+def _sorted_refs(found: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """(label, pk) once each, by label then id; role ids as text (as pghistory keys them)."""
+    unique = {(label, int(pk)) for label, pk in found}
+    return [(label, str(pk) if label == "jobs.Role" else pk) for label, pk in sorted(unique)]
 
 
 def _child_refs(job: Job, record: RunRecord | None) -> list[tuple[str, Any]]:
-    """(label, pk) of every role the job ever had (deleted ones included, from the audit trail
-    itself) and of the run record's attempts, status changes and first-run checks: one query."""
-    # Roles are read from the Role event table itself (indexed by job), not through `Events`,
-    # which would expand every role event of every job before filtering.
-    role_events = apps.get_model("jobs", "RoleEvent")
-
-    def labelled(label: str, queryset: QuerySet[Any], field: str = "pk") -> QuerySet[Any]:
-        return queryset.order_by().values_list(Value(label, output_field=CharField()), field)
-
-    parts = [labelled("jobs.Role", role_events.objects.filter(job_id=job.pk), "pgh_obj_id"),
-             labelled("jobs.Role", Role.objects.filter(job_id=job.pk))]
-    if record is not None:
-        parts += [labelled("jobs.SubmissionAttempt", record.attempts.all()),
-                  labelled("jobs.StatusChange", record.status_changes.all()),
-                  labelled("jobs.FirstRunCheck", record.first_run_checks.all())]
-    found = set(parts[0].union(*parts[1:]))
-    return sorted(((label, str(pk) if label == "jobs.Role" else pk) for label, pk in found),
-                  key=lambda ref: (ref[0], int(ref[1])))
+    """(label, pk) of every role the job ever had and of the run record's attempts, status
+    changes and first-run checks: one query."""
+    with connection.cursor() as cursor:
+        cursor.execute(_CHILD_REFS_SQL,
+                       {"job": job.pk, "record": record.pk if record is not None else None})
+        return _sorted_refs(cursor.fetchall())
 
 
-def job_audit_refs(job: Job, record: RunRecord | None = None) -> list[tuple[str, Any]]:
-    """(model label, pk) of everything a run's audit trail covers."""
+def job_audit_refs(job: Job, record: RunRecord | None = None, *,
+                   children: list[tuple[str, Any]] | None = None) -> list[tuple[str, Any]]:
+    """(model label, pk) of everything a run's audit trail covers; `children` are
+    `_child_refs(job, record)` when the caller has them (else one query)."""
     refs: list[tuple[str, Any]] = [("jobs.Job", job.pk)]
-    children = _child_refs(job, record)
+    if children is None:
+        children = _child_refs(job, record)
     refs += [ref for ref in children if ref[0] == "jobs.Role"]
     launch_lists = {job.launch_list_id}
     parameters = {job.deployment_parameters_id}
@@ -244,29 +250,36 @@ def events_as_dicts(events: list[AuditEvent]) -> list[dict[str, Any]]:
     return rows
 
 
-def _attempt(attempt: SubmissionAttempt) -> dict[str, Any]:
+def _attempt(*, number: int, task_id: str, outcome: str, http_status: int | None,
+             message: str, started_at: datetime, finished_at: datetime | None) -> dict[str, Any]:
     return {
-        "number": attempt.number, "task_id": attempt.task_id, "outcome": attempt.outcome,
-        "http_status": attempt.http_status, "message": attempt.message,
-        "started_at": attempt.started_at, "finished_at": attempt.finished_at,
+        "number": number, "task_id": task_id, "outcome": outcome,
+        "http_status": http_status, "message": message,
+        "started_at": started_at, "finished_at": finished_at,
     }
 
 
-def _status_change(change: StatusChange) -> dict[str, Any]:
-    return {"phase": change.phase, "reason": change.reason, "message": change.message,
-            "observed_at": change.observed_at}
+def _status_change(*, phase: str, reason: str, message: str,
+                   observed_at: datetime) -> dict[str, Any]:
+    return {"phase": phase, "reason": reason, "message": message, "observed_at": observed_at}
 
 
-def _first_run_check(check: FirstRunCheck) -> dict[str, Any]:
+def _first_run_check(*, observed: bool, evidence: str, notes: str, troubleshooting: Any,
+                     checked_by: str, checked_at: datetime) -> dict[str, Any]:
     return {
-        "observed": check.observed, "evidence": check.evidence, "notes": check.notes,
-        "troubleshooting": check.troubleshooting, "checked_by": check.checked_by.get_username(),
-        "checked_at": check.checked_at,
+        "observed": observed, "evidence": evidence, "notes": notes,
+        "troubleshooting": troubleshooting, "checked_by": checked_by, "checked_at": checked_at,
     }
 
 
 def first_run_checks_of(record: RunRecord) -> list[dict[str, Any]]:
-    return [_first_run_check(check) for check in record.first_run_checks.all()]
+    checks = record.first_run_checks.select_related("checked_by").order_by("checked_at", "id")
+    return [
+        _first_run_check(observed=check.observed, evidence=check.evidence, notes=check.notes,
+                         troubleshooting=check.troubleshooting,
+                         checked_by=check.checked_by.get_username(), checked_at=check.checked_at)
+        for check in checks
+    ]
 
 
 def _job_summary(job: Job, record: RunRecord) -> dict[str, Any]:
@@ -279,11 +292,86 @@ def _job_summary(job: Job, record: RunRecord) -> dict[str, Any]:
     }
 
 
+# A run's lists and the rest of what its audit trail covers, in one statement: one row per
+# role id (label 'jobs.Role', no data), attempt, status change and first-run check (its fields
+# in `data`, its times typed), each list in the order the chain shows it.
+_RUN_CHILDREN_SQL = """
+SELECT 'jobs.Role' AS label, role.id, NULL::bigint AS number, NULL::jsonb AS data,
+    NULL::timestamptz AS at, NULL::timestamptz AS until
+FROM (SELECT e.pgh_obj_id AS id FROM jobs_roleevent e WHERE e.job_id = %(job)s
+      UNION SELECT r.id FROM jobs_role r WHERE r.job_id = %(job)s) AS role
+UNION ALL
+SELECT 'jobs.SubmissionAttempt', a.id, a.number,
+    jsonb_build_object('task_id', a.task_id, 'outcome', a.outcome,
+                       'http_status', a.http_status, 'message', a.message),
+    a.started_at, a.finished_at
+FROM jobs_submissionattempt a WHERE a.run_record_id = %(record)s
+UNION ALL
+SELECT 'jobs.StatusChange', s.id, NULL,
+    jsonb_build_object('phase', s.phase, 'reason', s.reason, 'message', s.message),
+    s.observed_at, NULL
+FROM jobs_statuschange s WHERE s.run_record_id = %(record)s
+UNION ALL
+SELECT 'jobs.FirstRunCheck', f.id, NULL,
+    jsonb_build_object('observed', f.observed, 'evidence', f.evidence, 'notes', f.notes,
+                       'troubleshooting', f.troubleshooting, 'checked_by', u.{username}),
+    f.checked_at, NULL
+FROM jobs_firstruncheck f JOIN {users} u ON u.{user_pk} = f.checked_by_id
+WHERE f.run_record_id = %(record)s
+ORDER BY label, number, at, id
+"""
+
+
+@cache
+def _run_children_sql() -> str:
+    users = get_user_model()._meta
+    return _RUN_CHILDREN_SQL.format(
+        users=connection.ops.quote_name(users.db_table),
+        user_pk=connection.ops.quote_name(cast(Any, users.pk).column),
+        username=connection.ops.quote_name(
+            cast(Any, users.get_field(get_user_model().USERNAME_FIELD)).column),
+    )
+
+
+@dataclass
+class _RunChildren:
+    refs: list[tuple[str, Any]]  # as `_child_refs` gives them
+    attempts: list[dict[str, Any]]
+    status_history: list[dict[str, Any]]
+    first_run_checks: list[dict[str, Any]]
+
+
+def _json(value: Any) -> Any:
+    # Django's psycopg setup hands jsonb over as text (its JSONField decodes it).
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _run_children(record: RunRecord) -> _RunChildren:
+    """The record's attempts, status changes and first-run checks, as the chain shows them, and
+    what its audit trail covers besides the records themselves (one query)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_run_children_sql(), {"job": record.job_id, "record": record.pk})
+        rows = cursor.fetchall()
+    children = _RunChildren(refs=_sorted_refs((label, pk) for label, pk, *_ in rows),
+                            attempts=[], status_history=[], first_run_checks=[])
+    for label, _pk, number, data, at, until in rows:
+        fields = _json(data)
+        if label == "jobs.SubmissionAttempt":
+            children.attempts.append(_attempt(number=number, started_at=at, finished_at=until,
+                                              **fields))
+        elif label == "jobs.StatusChange":
+            children.status_history.append(_status_change(observed_at=at, **fields))
+        elif label == "jobs.FirstRunCheck":
+            children.first_run_checks.append(_first_run_check(checked_at=at, **fields))
+    return children
+
+
 def run_record_chain(record: RunRecord) -> dict[str, Any]:
     """The whole chain of one run, in order (SPEC 7): records, YAML, attempts, history, audit."""
-    events = audit_events(objects=job_audit_refs(record.job, record)).page(
-        AUDIT_EVENTS_IN_CHAIN, oldest_first=True
-    )
+    children = _run_children(record)
+    events = audit_events(
+        objects=job_audit_refs(record.job, record, children=children.refs)
+    ).page(AUDIT_EVENTS_IN_CHAIN, oldest_first=True)
     return {
         "job": _job_summary(record.job, record),
         "launch_list": record.launch_list_snapshot,
@@ -299,10 +387,10 @@ def run_record_chain(record: RunRecord) -> dict[str, Any]:
             "remote_uid": record.remote_uid, "failure_message": record.failure_message,
             "cancelled_at": record.cancelled_at,
             "capture_incomplete": record.capture_incomplete,
-            "attempts": [_attempt(a) for a in record.attempts.all()],
+            "attempts": children.attempts,
         },
-        "status_history": [_status_change(c) for c in record.status_changes.all()],
-        "first_run_checks": first_run_checks_of(record),
+        "status_history": children.status_history,
+        "first_run_checks": children.first_run_checks,
         "audit_events": events_as_dicts(events),
     }
 
@@ -340,9 +428,14 @@ def _is_user_id(actor: str) -> bool:
 
 
 def _job_for_audit(user: Any, name: str) -> Job:
-    # The run record comes along (one query): the trail covers it and its rows.
+    # The run record comes along (one query), with only what `job_audit_refs` reads: the
+    # trail covers it, its rows and the records its snapshots name.
     return access_team_object(
-        Job.objects.select_related("team", "run_record"), user, admins_see_all=True, name=name
+        Job.objects.select_related("run_record").only(
+            "id", "launch_list_id", "deployment_parameters_id", "run_record__id",
+            "run_record__job_id", "run_record__launch_list_snapshot",
+            "run_record__deployment_parameters_snapshot",
+        ), user, admins_see_all=True, name=name,
     )
 
 

@@ -4,6 +4,7 @@ with the simulator as the cluster."""
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -173,8 +174,8 @@ def test_the_audit_trail_of_a_job_covers_its_run_record_in_a_bounded_number_of_q
     assert len(sql) == 4, sql
     assert sum('FROM "jobs_job"' in one and '"jobs_runrecord"' in one for one in sql) == 1
     assert not any(one.startswith('SELECT "jobs_runrecord"') for one in sql)
-    assert sum('"jobs_submissionattempt"' in one and '"jobs_statuschange"' in one
-               and '"jobs_roleevent"' in one for one in sql) == 1
+    covers = [r"\bjobs_submissionattempt\b", r"\bjobs_statuschange\b", r"\bjobs_roleevent\b"]
+    assert sum(all(re.search(table, one) for table in covers) for one in sql) == 1
 
 
 @pytest.mark.parametrize("changes", [0, 25])
@@ -182,13 +183,14 @@ def test_the_run_record_is_read_in_a_fixed_number_of_queries(
     submitted: RunRecord, api: APIClient, demo_simulator: Any, changes: int,
     django_assert_max_num_queries: Any,
 ) -> None:
-    """Token, record, its three lists, what the audit trail covers (one query), the audit
-    events (positions, rows with their actors)."""
+    """Token, record, its three lists with what the audit trail covers (one query), the audit
+    events (positions and rows with their actors, one statement: the trail spans few
+    tables)."""
     running(submitted, demo_simulator)
     StatusChange.objects.bulk_create(
         StatusChange(run_record=submitted, phase="Running", reason=f"r{n}") for n in range(changes)
     )
-    with django_assert_max_num_queries(8):
+    with django_assert_max_num_queries(4):
         chain = api.get(f"/api/v1/run-records/{submitted.job_name}/").json()
     assert len(chain["status_history"]) == 2 + changes
     assert {"jobs.Role", "jobs.StatusChange"} <= {e["model"] for e in chain["audit_events"]}

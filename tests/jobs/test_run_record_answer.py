@@ -31,6 +31,7 @@ from rlark_site.foundation.audit.selectors import audit_events
 from rlark_site.foundation.tenancy.models import Team
 from tests.factories import load_fleet_rows
 from tests.jobs.records_support import run_record_for, submittable_job
+from tests.query_bounds import bounded_queries
 
 pytestmark = pytest.mark.django_db
 
@@ -187,3 +188,17 @@ def test_a_draft_without_a_run_record_has_a_trail_too(
                                          {"job": "draft-only", "limit": "500"})
     assert json.dumps(response.json()["results"]) == json.dumps(
         json.loads(JSONRenderer().render(expected)))
+
+
+def test_both_answers_take_four_queries_whatever_the_lists_hold(
+    record: RunRecord, owner: Any, api_client_for: Callable[[Any], APIClient]
+) -> None:
+    """The token, the record (or the job with its record), its lists with what the trail
+    covers in one statement, and the audit page."""
+    api = api_client_for(owner)
+    StatusChange.objects.bulk_create(
+        StatusChange(run_record=record, phase="Running", reason=f"r{n}") for n in range(30))
+    with bounded_queries(exact=True)(4):
+        assert api.get(f"/api/v1/run-records/{record.job_name}/").status_code == 200
+    with bounded_queries(exact=True)(4):
+        assert api.get("/api/v1/audit-events/", {"job": record.job_name}).status_code == 200
