@@ -26,6 +26,7 @@ from jobs.core.render import build_manifest
 from jobs.drafts.forms import JobListForm
 from jobs.drafts.selectors import (
     JOB_SORTS,
+    JobListQuery,
     job_get_for_evaluation,
     job_get_for_user,
     job_search,
@@ -66,6 +67,8 @@ class JobListView(generics.ListAPIView):
     serializer_class = JobSummarySerializer
 
     def get_queryset(self) -> QuerySet[Job]:
+        if not self.request.query_params:  # the plain list: what the form answers for no data
+            return job_search(self.request.user, JobListQuery())
         form = JobListForm(self.request.query_params)
         if not form.is_valid():
             raise ApplicationError(

@@ -12,10 +12,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from django.http import QueryDict
 from django.test import override_settings
 from rest_framework.renderers import JSONRenderer
 from rest_framework.test import APIClient
 
+from jobs.drafts.forms import JobListForm
 from jobs.drafts.selectors import JobListQuery, job_search
 from jobs.drafts.serializers import JobSummarySerializer
 from jobs.models import Job, JobState
@@ -129,3 +131,11 @@ def test_a_page_costs_three_queries(
             run_record_for(job, state=JobState.RUNNING, submitted_at=MOMENT)
     with django_assert_num_queries(3):
         assert len(api.get(JOBS).json()["results"]) == 12
+
+
+def test_a_list_without_a_query_string_is_the_forms_default_query() -> None:
+    """The view skips the form when there is no query string: the form's answer then."""
+    form = JobListForm(QueryDict())
+    assert form.is_valid()
+    assert form.query() == JobListQuery()
+    assert not form.cleaned_data["team"]
