@@ -98,8 +98,9 @@ class JobListView(generics.ListAPIView):
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """A page of JobSummarySerializer rows, read and rendered lean (`job_summary_rows`)."""
-        page = self.paginate_queryset(job_summaries(self.get_queryset()))
-        return self.get_paginated_response(job_summary_rows(page or [], request=request))
+        rows: Any = job_summaries(self.get_queryset())  # counted and sliced as a queryset is
+        page: list[dict[str, Any]] = self.paginate_queryset(rows) or []
+        return self.get_paginated_response(job_summary_rows(page, request=request))
 
     @extend_schema(request=JobDraftSerializer, responses={201: JobDetailSerializer, **_ERRORS})
     def post(self, request: Request) -> Response:

@@ -23,6 +23,7 @@ __all__ = [
     "JOB_SORTS",
     "JOB_SUMMARY_COLUMNS",
     "JobListQuery",
+    "JobSummaries",
     "job_creators",
     "job_get_for_evaluation",
     "job_get_for_user",
@@ -107,10 +108,23 @@ JOB_SUMMARY_COLUMNS = ("name", "team__slug", "task_type", "wizard_step", "create
                        "created_at", "updated_at", "run_record__state", "run_record__submitted_at")
 
 
-def job_summaries(jobs: QuerySet[Job]) -> QuerySet[Job, dict[str, Any]]:
-    """`jobs` as the list's rows: only the columns a row shows (a run's manifest and snapshots
-    are never read), as dicts rather than a job, team, user and run record instance each."""
-    return jobs.values(*JOB_SUMMARY_COLUMNS)
+@dataclass(frozen=True)
+class JobSummaries:
+    """`jobs` as the list's rows, for a paginator: a slice reads only the columns a row shows
+    (a run's manifest and snapshots never), as dicts rather than a job, team, user and run
+    record instance each; the count is the jobs' own (joining nothing a row needs to show)."""
+
+    jobs: QuerySet[Job]
+
+    def count(self) -> int:
+        return self.jobs.count()
+
+    def __getitem__(self, window: slice) -> QuerySet[Job, dict[str, Any]]:
+        return self.jobs[window].values(*JOB_SUMMARY_COLUMNS)
+
+
+def job_summaries(jobs: QuerySet[Job]) -> JobSummaries:
+    return JobSummaries(jobs)
 
 
 def job_creators(team: Team) -> list[str]:
