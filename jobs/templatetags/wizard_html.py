@@ -17,7 +17,7 @@ from django import template
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext, ngettext
 
-from jobs.wizard.presenters import LabelSelect, NodeRow
+from jobs.wizard.presenters import EnvRow, LabelSelect, MountRow, NodeRow
 
 register = template.Library()
 
@@ -59,10 +59,14 @@ def label_options(select: LabelSelect) -> SafeString:
     """The options of one label key: ``key=value`` with how many nodes carry it."""
     key = _esc(select.key)
     options = []
+    counted: dict[int, str] = {}  # ngettext costs ~20 us; counts repeat across values
     for option in select.options:
         value = _esc(option.value)
         selected = " selected" if option.selected else ""
-        nodes = ngettext("%(n)s node", "%(n)s nodes", option.count) % {"n": option.count}
+        if option.count not in counted:
+            counted[option.count] = ngettext("%(n)s node", "%(n)s nodes", option.count) % {
+                "n": option.count}
+        nodes = counted[option.count]
         options.append(f'<option value="{key}={value}"{selected}>{value} ({nodes})</option>')
     return mark_safe("".join(options))  # noqa: S308 - every value above is escaped
 
@@ -78,3 +82,93 @@ def node_rows(nodes: Iterable[NodeRow]) -> SafeString:
         rows.append(f"<tr{mark}><td>{_esc(n.cluster)}{note}</td><td>{_esc(n.name)}"
                     f"{'' if n.ready else stale}</td><td>{_esc(n.namespace)}</td></tr>")
     return mark_safe("".join(rows))  # noqa: S308 - every value above is escaped
+
+
+def _numbered(message: str, number: Any) -> str:
+    """``{% blocktranslate with n=n %}`` of `message` (which holds ``%(n)s``)."""
+    return gettext(message) % {"n": _esc(number)}
+
+
+def _env_row(row: EnvRow, number: Any) -> str:
+    name, value = row.name_field, row.value_field
+    return (
+        "      <tr>\n"
+        f'        <td><label class="sr-only" for="{_esc(name.id)}">'
+        f'{_numbered("Variable %(n)s name", number)}</label>\n'
+        f'          <input type="text" id="{_esc(name.id)}" name="env_name" '
+        f'value="{_esc(row.name)}" spellcheck="false"{name.attrs}>{field_findings(name)}</td>\n'
+        f'        <td><label class="sr-only" for="{_esc(value.id)}">'
+        f'{_numbered("Variable %(n)s value", number)}</label>\n'
+        f'          <input type="text" id="{_esc(value.id)}" name="env_value" '
+        f'value="{_esc(row.value)}" spellcheck="false"{value.attrs}>{field_findings(value)}</td>\n'
+        "      </tr>\n"
+    )
+
+
+@register.simple_tag
+def env_rows(rows: Iterable[EnvRow]) -> SafeString:
+    """The environment variable rows of step 2, numbered from 1 for their labels."""
+    html = "".join(_env_row(row, number) for number, row in enumerate(rows, start=1))
+    return mark_safe(html)  # noqa: S308 - every value is escaped in _env_row
+
+
+@register.simple_tag
+def env_row(row: EnvRow, number: Any) -> SafeString:
+    """One environment variable row (`number` may be a placeholder the page's script fills)."""
+    return mark_safe(_env_row(row, number))  # noqa: S308 - every value is escaped in _env_row
+
+
+def _mount_kinds(kind: str) -> str:
+    known = {"host_path": gettext("host directory"), "object_storage": gettext("object storage")}
+    options = "".join(
+        f'            <option value="{value}"{" selected" if kind == value else ""}>{label}'
+        "</option>\n" for value, label in known.items())
+    other = "" if kind in known else f'<option value="{_esc(kind)}" selected>{_esc(kind)}</option>'
+    return f"{options}            {other}\n"
+
+
+def _mount_input(field: Any, name: str, value: str, placeholder: str) -> str:
+    return (f'          <input type="text" id="{_esc(field.id)}" name="{name}" '
+            f'value="{_esc(value)}" placeholder="{placeholder}"{field.attrs}>'
+            f"{field_findings(field)}</td>\n")
+
+
+def _mount_label(field: Any, message: str, number: Any) -> str:
+    return (f'        <td><label class="sr-only" for="{_esc(field.id)}">'
+            f"{_numbered(message, number)}</label>\n")
+
+
+def _mount_row(row: MountRow, number: Any) -> str:
+    kind, storage = row.kind_field, row.storage_class_field
+    return "".join((
+        "      <tr>\n",
+        _mount_label(kind, "Mount %(n)s kind", number),
+        f'          <select id="{_esc(kind.id)}" name="mount_kind"{kind.attrs}>\n',
+        _mount_kinds(row.kind),
+        f"          </select>{field_findings(kind)}</td>\n",
+        _mount_label(row.source_field, "Mount %(n)s host directory", number),
+        _mount_input(row.source_field, "mount_source", row.source, "/data/models"),
+        _mount_label(storage, "Mount %(n)s storage class", number),
+        f'          <select id="{_esc(storage.id)}" name="mount_storage_class"{storage.attrs}>\n',
+        '            <option value="">\u2014</option>\n',
+        f"            {plain_options(row.storage_choices, row.storage_class)}\n",
+        f"          </select>{field_findings(storage)}</td>\n",
+        _mount_label(row.size_field, "Mount %(n)s size", number),
+        _mount_input(row.size_field, "mount_size", row.size, "1Gi"),
+        _mount_label(row.target_field, "Mount %(n)s target", number),
+        _mount_input(row.target_field, "mount_target", row.target, "/mnt/models"),
+        "      </tr>\n",
+    ))
+
+
+@register.simple_tag
+def mount_rows(rows: Iterable[MountRow]) -> SafeString:
+    """The storage mount rows of step 2, numbered from 1 for their labels."""
+    html = "".join(_mount_row(row, number) for number, row in enumerate(rows, start=1))
+    return mark_safe(html)  # noqa: S308 - every value is escaped in _mount_row
+
+
+@register.simple_tag
+def mount_row(row: MountRow, number: Any) -> SafeString:
+    """One storage mount row (`number` may be a placeholder the page's script fills)."""
+    return mark_safe(_mount_row(row, number))  # noqa: S308 - every value is escaped in _mount_row
