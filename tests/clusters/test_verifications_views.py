@@ -338,3 +338,23 @@ def test_the_cached_filter_follows_the_teams_the_choice_and_the_language(
     assert '<option value="late-team" selected>Late Team</option>' in chosen
     chinese = client.get(QUEUE, HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
     assert ">状态:</label>" in chinese and ">State:</label>" not in chinese
+
+
+def test_the_queue_reads_of_teams_clusters_and_users_only_their_names(
+    team: Any, member: Any, admin_user: Any, private_cache: None,
+) -> None:
+    """A page's rows come without the clusters' credentials and the users' password hashes
+    (a third of the columns it read), and showing the panels loads nothing more of them."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    verification = pending(team, member)
+    verification_approve(verification_id=verification.pk, admin=admin_user, note="ok")
+    client = logged_in(admin_user)
+    with CaptureQueriesContext(connection) as queries:
+        page = client.get(QUEUE, {"state": "all"}).content.decode()
+    rows = [q["sql"] for q in queries.captured_queries
+            if q["sql"].startswith('SELECT "clusters_verification"."id"')]
+    assert len(rows) == 2  # the page, then the snapshot summaries of the panels to render
+    assert not [sql for sql in rows if "token_encrypted" in sql or '"password"' in sql]
+    assert member.username in page and admin_user.username in page and team.name in page
