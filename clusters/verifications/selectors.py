@@ -148,8 +148,10 @@ def verification_views(
     for cluster, text in by_text:
         condition |= Q(cluster__name=cluster, selector_key=text)
     rows = (
-        Verification.objects.filter(condition, team=team).defer("matches")
-        .select_related("cluster").order_by("-created_at", "-id")
+        Verification.objects.filter(condition, team=team).select_related("cluster")
+        .only("id", "state", "selector_key", "match_signature", "confirmed_gpu",
+              "confirmed_devices", "confirmed_host_paths", "cluster__name")
+        .order_by("-created_at", "-id")
     )
     best: dict[VerificationKey, Verification] = {}
     for verification in rows:
