@@ -34,8 +34,3 @@ class SharedClientRedisCache(RedisCache):
     def __init__(self, server: str | list[str], params: dict[str, Any]) -> None:
         super().__init__(server, params)
         self._class = SharedClientRedisCacheClient
-
-    def redis_client(self) -> Any:
-        """The Redis client behind this cache (for the few commands Django's API has not);
-        keys passed to it are raw: name them with `make_and_validate_key`."""
-        return self._cache.get_client(write=True)  # type: ignore[attr-defined]

@@ -20,11 +20,10 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "rlark_site.foundation.exceptions.api_exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
-    # Counted in the Redis cache (CACHES["default"]) in one round trip a request
-    # (rlark_site/foundation/throttling.py); `auth` is per username (auth/token/).
+    # Counted in the Redis cache (CACHES["default"]); `auth` is per username (auth/token/).
     "DEFAULT_THROTTLE_CLASSES": [
-        "rlark_site.foundation.throttling.AnonRateThrottle",
-        "rlark_site.foundation.throttling.UserRateThrottle",
+        "rest_framework.throttling.AnonRateThrottle",
+        "rest_framework.throttling.UserRateThrottle",
     ],
     "DEFAULT_THROTTLE_RATES": {
         "anon": env_str("RLARK_THROTTLE_ANON", "300/minute"),
