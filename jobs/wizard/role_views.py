@@ -57,7 +57,7 @@ from jobs.wizard.presenters import (
     tab_links,
     verification_panel,
 )
-from jobs.wizard.selectors import cluster_by_name, cluster_names, cluster_offer
+from jobs.wizard.selectors import cluster_by_name, cluster_choices, cluster_offer
 from rlark_site.foundation.exceptions import ApplicationError
 
 __all__ = ["request_verification", "role_matches", "workers"]
@@ -94,9 +94,11 @@ def _panel(*, index: int, body: Mapping[str, Any], evaluation: Evaluation,
     the page shows, when they are not the ones `body` would show (a live answer)."""
     role = evaluation.spec.roles[index]
     match = role_match(role, evaluation.ctx)
-    clusters = cluster_names()
+    choices = cluster_choices(role.cluster if isinstance(role.cluster, str) else "")
+    clusters = choices.names
     chosen = role.cluster if role.cluster in clusters else ""
-    offer = cluster_offer(chosen, inventory=evaluation.inventory.get(chosen))
+    offer = cluster_offer(chosen, inventory=evaluation.inventory.get(chosen),
+                          labels=choices.labels)
     fields = FieldMap(
         findings, role_paths(index, rows or shown_rows(body, offer)),
         include=_include_role(index),

@@ -9,7 +9,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils.html import escape
 
-from clusters.models import Cluster, Node, Verification
+from clusters.models import Cluster, ClusterLabel, Node, Verification
 from clusters.verifications.services import (
     verification_approve,
     verification_reject,
@@ -18,6 +18,7 @@ from clusters.verifications.services import (
 from jobs.core.images import IMAGE_PLACEHOLDER
 from jobs.drafts.services import job_create
 from jobs.models import Job
+from jobs.wizard.selectors import cluster_choices, cluster_offer
 from rlark_site.foundation.tenancy.models import Team
 from tests.factories import load_fleet_rows
 
@@ -272,11 +273,12 @@ def test_step_2_is_bounded_in_queries_however_many_nodes(
     with django_assert_max_num_queries(40):
         assert web.post(step2(), posted).status_code == 302
     # The draft's evaluation reads the role's cluster once (namespace, storage classes and
-    # devices in one query) and the panel's offer reuses it; the name is looked up once.
-    with django_assert_max_num_queries(17):
+    # devices in one query) and the panel's offer reuses it; the name is looked up once; the
+    # cluster choices come with the chosen cluster's labels; the page's teams in one query.
+    with django_assert_max_num_queries(14):
         page = web.get(step2())
     assert page.status_code == 200
-    with django_assert_max_num_queries(16):
+    with django_assert_max_num_queries(11):
         live = web.post(matches(0), posted)
     assert live.status_code == 200
 
@@ -379,3 +381,24 @@ def test_rows_added_on_the_page_get_their_own_findings(web: Client, job: Job) ->
         env_value=["", "", "", "", "relative/dir"])).content.decode()
     assert "env.ray_temp_dir" in oob_findings(html, "env-4-value")
     assert oob_findings(html, "env-3-value") == ""
+
+
+@pytest.mark.parametrize("cluster", ["gpu-a", "cpu-c", "gpu-b", "", "no-such"])
+def test_the_cluster_choices_and_the_chosen_cluster_s_labels_are_one_query(
+    fleet: list[Cluster], cluster: str, django_assert_num_queries: Any
+) -> None:
+    Cluster.objects.filter(name="gpu-b").update(enabled=False)  # its labels are not offered
+    with django_assert_num_queries(1):
+        choices = cluster_choices(cluster)
+    enabled = Cluster.objects.filter(enabled=True).order_by("name")
+    assert choices.names == list(enabled.values_list("name", flat=True))
+    assert "gpu-b" not in choices.names and len(choices.names) > 1
+    pairs = ClusterLabel.objects.filter(cluster__name=cluster, cluster__enabled=True).order_by(
+        "key", "value")
+    expected = [(key, value, count) for key, value, count in pairs.values_list(
+        "key", "value", "nodes")]
+    got = [(k.key, v.value, v.count) for k in (choices.labels or ()) for v in k.values]
+    assert got == expected
+    assert (choices.labels is None) == (cluster not in choices.names)
+    if cluster in choices.names:
+        assert cluster_offer(cluster, labels=choices.labels) == cluster_offer(cluster)
