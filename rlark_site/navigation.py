@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpRequest
-from django.urls import reverse
+from django.urls import get_script_prefix, get_urlconf, reverse
 from django.utils.translation import gettext_lazy as _
 
 from rlark_site.foundation.tenancy.access import is_platform_admin
@@ -33,13 +35,21 @@ NAV = [
 ]
 
 
+@cache
+def _urls(prefix: str, urlconf: str | None, root: str) -> dict[str, str]:
+    """Every entry's URL under this script prefix and URLconf (the arguments are the cache key:
+    `reverse` reads them, and nothing else that changes, for these argument-less names)."""
+    return {name: reverse(name) for name, _label, _audience in NAV}
+
+
 def nav_links(request: HttpRequest) -> dict[str, Any]:
     if not request.user.is_authenticated:
         return {}
     admin = is_platform_admin(request.user)
+    urls = _urls(get_script_prefix(), get_urlconf(), settings.ROOT_URLCONF)
     links = []
     for name, label, audience in NAV:
         if audience == (MEMBERS if admin else ADMINS):
             continue
-        links.append({"url": reverse(name), "label": label, "queue": name == QUEUE})
+        links.append({"url": urls[name], "label": label, "queue": name == QUEUE})
     return {"nav_links": links}
