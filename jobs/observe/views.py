@@ -59,28 +59,36 @@ def pod_log(request: HttpRequest, name: str, pod: str) -> HttpResponse:
         options = log_options(request.GET)
     except ValidationError:
         options = log_options({})
-    error = ""
+    failure: ApplicationError | None = None
     try:
         result = live.pod_log(record, pod, **options)
     except ApplicationError as exc:
         if exc.status_code == 404:
             raise
-        result, error = live.LogResult(log=None), exc.message
+        result, failure = live.LogResult(log=None), exc
+    error = failure.message if failure is not None else ""
     text = result.log.text if result.log is not None else ""
+    if request.GET.get("download") and failure is not None:
+        # not an empty file named like the log: the cluster's error, as the API answers it
+        return HttpResponse(error, status=failure.status_code,
+                            content_type="text/plain; charset=utf-8")
     if request.GET.get("download"):
         response = HttpResponse(text, content_type="text/plain; charset=utf-8")
         suffix = "-previous" if options["previous"] else ""
         response["Content-Disposition"] = f'attachment; filename="{pod}{suffix}.log"'
         return response
     query = request.GET.get("q", "")[:200]
+    follow = bool(request.GET.get("follow"))
     lines = _marked(text, query)
     context = {
         "job": record.job, "pod": pod, "options": options, "query": query,
         "lines": [line for line in lines if not query or line[2]] if query else lines,
         "matches": sum(1 for line in lines if line[2]),
         "truncated": result.log is not None and result.log.truncated,
-        "missing": result.missing or error, "follow": bool(request.GET.get("follow")),
-        "refresh": _refresh_seconds(),
+        "missing": result.missing or error, "follow": follow, "refresh": _refresh_seconds(),
+        # a cluster that could not be read is asked again at the next interval (the lines
+        # come back by themselves); a pod or previous container that is not there is not
+        "polling": follow and (not result.missing or bool(error)), "retrying": follow and error,
     }
     return render(request, "jobs/observe/_log.html", context)
 

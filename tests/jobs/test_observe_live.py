@@ -173,6 +173,36 @@ def test_a_log_asked_for_while_the_cluster_cannot_be_read_says_so_rather_than_40
         reverse("jobs:job-pod-log", args=["ppo-run", HEAD_POD])).content.decode()
 
 
+def test_a_followed_log_keeps_asking_a_cluster_that_could_not_be_read(
+    running: RunRecord, demo_simulator: Any, client: Client, owner: Any
+) -> None:
+    """Following a log through a cluster error: the lines keep polling (the log comes back at
+    the next interval by itself) and say so, in both languages; a download answers the
+    cluster's error instead of an empty file; a pod without a previous container stops."""
+    demo_simulator.append_pod_log(CLUSTER, NAMESPACE, HEAD_POD, ["step 9 reward=0.9"])
+    client.force_login(owner)
+    url = reverse("jobs:job-pod-log", args=["ppo-run", HEAD_POD])
+    demo_simulator.set_faults(CLUSTER, fail_next=1, fail_mode="error")  # the pods list
+    page = client.get(url, {"follow": "1"}).content.decode()
+    assert "The cluster could not be read" in page and 'class="yaml log"' not in page
+    assert 'hx-trigger="every 60s"' in page and "Tries again every 60 s." in page
+    zh = client.get(url, {"follow": "1"}, headers={"accept-language": "zh-hans"})
+    assert "每 60 秒重试一次。" in zh.content.decode()
+    unfollowed = client.get(url).content.decode()
+    assert "hx-trigger" not in unfollowed.split('id="pod-log-lines"')[1]
+    assert "Tries again" not in unfollowed
+    download = client.get(url, {"download": "1"})
+    assert download.status_code == 503 and "Content-Disposition" not in download
+    assert b"The cluster could not be read" in download.content
+    demo_simulator.clear_faults(CLUSTER)
+    clear_prefix(OBSERVE_PREFIX)
+    again = client.get(url, {"follow": "1"}).content.decode()  # what the next poll gets
+    assert "step 9 reward=0.9" in again and "could not be read" not in again
+    previous = client.get(url, {"follow": "1", "previous": "true"}).content.decode()
+    assert 'class="yaml log"' not in previous and "Tries again" not in previous
+    assert "hx-trigger" not in previous.split('id="pod-log-lines"')[1]
+
+
 def test_the_log_fragment_is_404_for_another_team(running: RunRecord, client: Client,
                                                  outsider: Any) -> None:
     client.force_login(outsider)
