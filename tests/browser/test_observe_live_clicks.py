@@ -103,6 +103,25 @@ def test_a_refresh_while_the_log_link_is_pressed_does_not_lose_the_click(
     assert before.evaluate("element => !element.isConnected")
 
 
+def test_text_selected_in_the_live_pods_stays_selected_across_refreshes(
+    page: Page, live_server: Any, owner: Any, running: RunRecord
+) -> None:
+    _job_page(page, live_server, owner, running)
+    cell = page.locator(f'#job-live tr[data-pod="{HEAD_POD}"] td.mono').first
+    cell.click(click_count=3)  # selects the pod's name, as a user copying it would
+    selected = page.evaluate("() => window.getSelection().toString()")
+    assert HEAD_POD in selected
+    before = page.locator("#job-live").element_handle()
+    page.evaluate(NEXT_REFRESH)  # a poll answer arrives while the text is selected
+    assert before.evaluate("element => element.isConnected")  # not re-rendered under it
+    assert page.evaluate("() => window.getSelection().toString()") == selected
+    # Held, not stopped: once the selection is cleared the next refresh is swapped in.
+    page.evaluate("() => window.getSelection().removeAllRanges()")
+    page.evaluate(NEXT_REFRESH)
+    assert before.evaluate("element => !element.isConnected")
+    expect(page.locator("#job-live")).to_be_visible()
+
+
 def test_a_log_link_clicked_right_after_a_refresh_opens_the_log_in_the_page(
     page: Page, live_server: Any, owner: Any, running: RunRecord
 ) -> None:

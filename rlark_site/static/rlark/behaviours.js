@@ -12,7 +12,9 @@
 // - data-live-region on an element that htmx re-renders by itself (a poll): an answer that
 //   would replace it while a pointer is pressed inside it is not swapped in (the next poll
 //   brings the news). Pressing and releasing then happen on the same link or button, so the
-//   click is never lost to a re-render between the two. (Its polled links also carry an id,
+//   click is never lost to a re-render between the two. Likewise while text is selected in it
+//   (a user copying a pod name or log lines): the selection is kept until it is cleared.
+//   (Its polled links also carry an id,
 //   so htmx gives a keyboard user's focus back after a re-render, and swap with settle:0ms,
 //   so they work from the moment they are in the page.)
 (function () {
@@ -92,10 +94,15 @@
     document.addEventListener(name, function () { pressed = null; }, true);
   });
   window.addEventListener("blur", function () { pressed = null; });
+  function selectsIn(region) {
+    var selection = window.getSelection ? window.getSelection() : null;
+    if (!selection || selection.isCollapsed || !selection.rangeCount) return false;
+    return region.contains(selection.anchorNode) || region.contains(selection.focusNode);
+  }
   document.addEventListener("htmx:beforeSwap", function (event) {
     var region = event.detail.target;
-    if (pressed && region && region.hasAttribute && region.hasAttribute("data-live-region") &&
-        region.contains(pressed)) {
+    if (!region || !region.hasAttribute || !region.hasAttribute("data-live-region")) return;
+    if ((pressed && region.contains(pressed)) || selectsIn(region)) {
       event.detail.shouldSwap = false;
     }
   });
