@@ -23,6 +23,9 @@ MEMBERS = [
     ("bob", "vision-rl", MemberRole.MAINTAINER),
     ("carol", "nlp-rl", MemberRole.MEMBER),
 ]
+# The image the walkthrough uses (docs/walkthrough.md), recorded on the demo launch list so a
+# job following it shows no launch_list.image finding; the simulator does not pull it.
+DEMO_IMAGE = "registry.example.com/rlinf/rlinf@sha256:" + "ab" * 32
 # A syntactically valid ed25519 public key (demo only; nobody holds its private half).
 DEMO_SSH_KEY = (
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDemoKeyForRLarkWalkthroughOnly0000000000000 alice@laptop"
@@ -67,7 +70,7 @@ class Command(BaseCommand):
         if not LaunchList.objects.filter(team=vision).exists():
             LaunchList.objects.create(
                 team=vision, title="PPO math 7B — first run", created_by=alice,
-                entry="python -m rlinf.train --config ppo_math_7b.yaml",
+                entry="python -m rlinf.train --config ppo_math_7b.yaml", image=DEMO_IMAGE,
                 datasets="gsm8k (train split) from /mnt/data/gsm8k",
                 models_used="Qwen2.5-7B-Instruct from /mnt/models/qwen2.5-7b",
                 hyperparameters="lr=1e-6, rollout batch 512, kl 0.001",
