@@ -12,7 +12,6 @@ grows with the number of jobs or nodes stored.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +40,7 @@ from jobs.core.spec import (
 )
 from jobs.models import DeploymentParameters, Job, Role, SSHKey
 from rlark_site.foundation.findings import Finding
+from rlark_site.foundation.rawsql import jsonb
 from rlark_site.foundation.tenancy.models import Team
 
 __all__ = [
@@ -381,11 +381,6 @@ class _World:
     network_domains: dict[str, frozenset[str]]
 
 
-def _json(value: Any) -> Any:
-    # Django's psycopg setup hands jsonb over as text (its JSONField decodes it).
-    return json.loads(value) if isinstance(value, str) else value
-
-
 def _record_id(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -401,9 +396,9 @@ def _read_world(spec: JobSpec, *, exclude_job_id: int | None) -> _World:
         taken, launch_list, parameters, domains = cursor.fetchone()
     return _World(
         name_taken=bool(name) and bool(taken),
-        launch_list_images=_launch_list_images(_json(launch_list)),
-        parameters=_json(parameters),
-        network_domains={n: frozenset(clusters) for n, clusters in _json(domains).items()},
+        launch_list_images=_launch_list_images(jsonb(launch_list)),
+        parameters=jsonb(parameters),
+        network_domains={n: frozenset(clusters) for n, clusters in jsonb(domains).items()},
     )
 
 

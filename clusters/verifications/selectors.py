@@ -3,7 +3,6 @@ findings engine consumes."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -29,6 +28,7 @@ from clusters.types import (
     node_ref,
 )
 from rlark_site.foundation.findings import Finding
+from rlark_site.foundation.rawsql import jsonb
 from rlark_site.foundation.tenancy.access import (
     access_team_object,
     require_platform_admin,
@@ -237,9 +237,7 @@ def snapshot_nodes_not_ready(verification: Verification, *, limit: int) -> list[
 
 
 def _json(value: Any) -> list[dict[str, Any]]:
-    if value is None:
-        return []
-    return list(json.loads(value) if isinstance(value, str) else value)
+    return list(jsonb(value) or [])
 
 
 def match_summary(verification: Verification,

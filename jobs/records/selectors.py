@@ -7,7 +7,6 @@ events); "missing" and "another team's" are the same 404.
 from __future__ import annotations
 
 import difflib
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -35,6 +34,7 @@ from rlark_site.foundation.audit.selectors import (
     event_as_dict,
 )
 from rlark_site.foundation.exceptions import NotFoundError
+from rlark_site.foundation.rawsql import jsonb
 from rlark_site.foundation.tenancy.access import (
     access_team_object,
     is_platform_admin,
@@ -190,18 +190,24 @@ def run_record_get_for_user(user: Any, name: str) -> RunRecord:
     return access_team_object(_records(), user, admins_see_all=True, job_name=name)
 
 
-# Every role the job ever had (deleted ones included, from the Role event table itself, not
-# through pghistory's `Events`, which would expand every role event of every job first) and the
-# run record's attempts, status changes and first-run checks (none for a NULL record).
-_CHILD_REFS_SQL = """
-SELECT 'jobs.Role', e.pgh_obj_id FROM jobs_roleevent e WHERE e.job_id = %(job)s
-UNION SELECT 'jobs.Role', r.id FROM jobs_role r WHERE r.job_id = %(job)s
+# The id of every role the job ever had: deleted ones included, from the Role event table
+# itself, not through pghistory's `Events`, which would expand every role event of every job
+# first.
+_ROLE_IDS_SQL = """
+SELECT e.pgh_obj_id AS id FROM jobs_roleevent e WHERE e.job_id = %(job)s
+UNION SELECT r.id FROM jobs_role r WHERE r.job_id = %(job)s
+"""
+
+# Every role the job ever had and the run record's attempts, status changes and first-run
+# checks (none for a NULL record).
+_CHILD_REFS_SQL = f"""
+SELECT 'jobs.Role', role.id FROM ({_ROLE_IDS_SQL}) AS role
 UNION SELECT 'jobs.SubmissionAttempt', a.id FROM jobs_submissionattempt a
     WHERE a.run_record_id = %(record)s
 UNION SELECT 'jobs.StatusChange', s.id FROM jobs_statuschange s WHERE s.run_record_id = %(record)s
 UNION SELECT 'jobs.FirstRunCheck', f.id FROM jobs_firstruncheck f
     WHERE f.run_record_id = %(record)s
-"""
+"""  # noqa: S608  (a fixed fragment; values are parameters)
 
 
 def _sorted_refs(found: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
@@ -295,11 +301,10 @@ def _job_summary(job: Job, record: RunRecord) -> dict[str, Any]:
 # A run's lists and the rest of what its audit trail covers, in one statement: one row per
 # role id (label 'jobs.Role', no data), attempt, status change and first-run check (its fields
 # in `data`, its times typed), each list in the order the chain shows it.
-_RUN_CHILDREN_SQL = """
+_RUN_CHILDREN_SQL = f"""
 SELECT 'jobs.Role' AS label, role.id, NULL::bigint AS number, NULL::jsonb AS data,
     NULL::timestamptz AS at, NULL::timestamptz AS until
-FROM (SELECT e.pgh_obj_id AS id FROM jobs_roleevent e WHERE e.job_id = %(job)s
-      UNION SELECT r.id FROM jobs_role r WHERE r.job_id = %(job)s) AS role
+FROM ({_ROLE_IDS_SQL}) AS role
 UNION ALL
 SELECT 'jobs.SubmissionAttempt', a.id, a.number,
     jsonb_build_object('task_id', a.task_id, 'outcome', a.outcome,
@@ -314,12 +319,12 @@ FROM jobs_statuschange s WHERE s.run_record_id = %(record)s
 UNION ALL
 SELECT 'jobs.FirstRunCheck', f.id, NULL,
     jsonb_build_object('observed', f.observed, 'evidence', f.evidence, 'notes', f.notes,
-                       'troubleshooting', f.troubleshooting, 'checked_by', u.{username}),
+                       'troubleshooting', f.troubleshooting, 'checked_by', u.{{username}}),
     f.checked_at, NULL
-FROM jobs_firstruncheck f JOIN {users} u ON u.{user_pk} = f.checked_by_id
+FROM jobs_firstruncheck f JOIN {{users}} u ON u.{{user_pk}} = f.checked_by_id
 WHERE f.run_record_id = %(record)s
 ORDER BY label, number, at, id
-"""
+"""  # noqa: S608  (fixed fragments and the user table's quoted names; values are parameters)
 
 
 @cache
@@ -341,11 +346,6 @@ class _RunChildren:
     first_run_checks: list[dict[str, Any]]
 
 
-def _json(value: Any) -> Any:
-    # Django's psycopg setup hands jsonb over as text (its JSONField decodes it).
-    return json.loads(value) if isinstance(value, str) else value
-
-
 def _run_children(record: RunRecord) -> _RunChildren:
     """The record's attempts, status changes and first-run checks, as the chain shows them, and
     what its audit trail covers besides the records themselves (one query)."""
@@ -355,7 +355,7 @@ def _run_children(record: RunRecord) -> _RunChildren:
     children = _RunChildren(refs=_sorted_refs((label, pk) for label, pk, *_ in rows),
                             attempts=[], status_history=[], first_run_checks=[])
     for label, _pk, number, data, at, until in rows:
-        fields = _json(data)
+        fields = jsonb(data)
         if label == "jobs.SubmissionAttempt":
             children.attempts.append(_attempt(number=number, started_at=at, finished_at=until,
                                               **fields))

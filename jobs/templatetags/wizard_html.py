@@ -9,7 +9,7 @@ One tag per list writes the same HTML in plain Python: values are escaped exactl
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from html import escape
 from typing import Any
 
@@ -105,11 +105,16 @@ def _env_row(row: EnvRow, number: Any) -> str:
     )
 
 
+def _numbered_rows(render: Callable[[Any, Any], str], rows: Iterable[Any]) -> SafeString:
+    """`render(row, number)` of each row, numbered from 1 for their labels."""
+    html = "".join(render(row, number) for number, row in enumerate(rows, start=1))
+    return mark_safe(html)  # noqa: S308 - the row renderers escape every value
+
+
 @register.simple_tag
 def env_rows(rows: Iterable[EnvRow]) -> SafeString:
     """The environment variable rows of step 2, numbered from 1 for their labels."""
-    html = "".join(_env_row(row, number) for number, row in enumerate(rows, start=1))
-    return mark_safe(html)  # noqa: S308 - every value is escaped in _env_row
+    return _numbered_rows(_env_row, rows)
 
 
 @register.simple_tag
@@ -164,8 +169,7 @@ def _mount_row(row: MountRow, number: Any) -> str:
 @register.simple_tag
 def mount_rows(rows: Iterable[MountRow]) -> SafeString:
     """The storage mount rows of step 2, numbered from 1 for their labels."""
-    html = "".join(_mount_row(row, number) for number, row in enumerate(rows, start=1))
-    return mark_safe(html)  # noqa: S308 - every value is escaped in _mount_row
+    return _numbered_rows(_mount_row, rows)
 
 
 @register.simple_tag

@@ -6,6 +6,7 @@ label pairs come counted from `ClusterLabel`, device names are aggregated in Pos
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db import connection
@@ -57,13 +58,18 @@ class ClusterOffer:
 EMPTY_OFFER = ClusterOffer(name="", labels=(), device_names=(), storage_classes=())
 
 
-def _labels(cluster: str) -> tuple[LabelKey, ...]:
+def _label_keys(pairs: Iterable[tuple[str, str, int]]) -> tuple[LabelKey, ...]:
+    """(key, value, nodes) rows ordered by key and value, grouped by key."""
     grouped: dict[str, list[LabelValue]] = {}
-    # The distinct key=value pairs of the cluster's present nodes, with how many carry each.
-    pairs = ClusterLabel.objects.filter(cluster__name=cluster).order_by("key", "value")
-    for key, value, count in pairs.values_list("key", "value", "nodes"):
+    for key, value, count in pairs:
         grouped.setdefault(key, []).append(LabelValue(value, count))
     return tuple(LabelKey(key, tuple(values)) for key, values in grouped.items())
+
+
+def _labels(cluster: str) -> tuple[LabelKey, ...]:
+    # The distinct key=value pairs of the cluster's present nodes, with how many carry each.
+    pairs = ClusterLabel.objects.filter(cluster__name=cluster).order_by("key", "value")
+    return _label_keys(pairs.values_list("key", "value", "nodes"))
 
 
 # The enabled clusters by name, each once, and the label pairs of one of them (the role's).
@@ -85,16 +91,12 @@ class ClusterChoices:
 def cluster_choices(cluster: str) -> ClusterChoices:
     """The clusters a role can be placed in (enabled ones), by name, and, when `cluster` is one
     of them, the labels its nodes carry (as `cluster_offer` reads them): one query."""
-    names: list[str] = []
-    grouped: dict[str, list[LabelValue]] = {}
     with connection.cursor() as cursor:
         cursor.execute(_CHOICES_SQL, [cluster])
-        for name, key, value, count in cursor.fetchall():
-            if not names or names[-1] != name:
-                names.append(name)
-            if key is not None:
-                grouped.setdefault(key, []).append(LabelValue(value, count))
-    labels = tuple(LabelKey(key, tuple(values)) for key, values in grouped.items())
+        rows = cursor.fetchall()
+    names = list(dict.fromkeys(name for name, *_pair in rows))  # ordered by name, each once
+    labels = _label_keys((key, value, count) for _name, key, value, count in rows
+                         if key is not None)
     return ClusterChoices(names=names, labels=labels if cluster in names else None)
 
 

@@ -40,6 +40,8 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import connection
 
+from rlark_site.foundation.rawsql import jsonb
+
 __all__ = ["AuditEvent", "AuditLookup", "Position", "decode_position", "event_models_info"]
 
 CONTEXT_TABLE = "pghistory_context"
@@ -411,11 +413,6 @@ class AuditLookup:
             after = events[-1].position
 
 
-def _json(value: Any) -> Any:
-    # Django's psycopg setup hands jsonb over as text (its JSONField decodes it).
-    return json.loads(value) if isinstance(value, str) else value
-
-
 def _same(a: Any, b: Any) -> bool:
     """jsonb's equality of two decoded JSON values: types must match (true is not 1), numbers
     compare by value (1 = 1.0), objects by their keys, arrays in order."""
@@ -530,12 +527,12 @@ def _read_rows(sources: dict[int, str], params: list[Any], *, with_sql: str = ""
     events = []
     for rank, pk, at, label, obj_id, current, previous, context_id, context, name in rows:
         table = tables[rank]
-        current = _json(current) or {}
+        current = jsonb(current) or {}
         events.append(AuditEvent(
             pgh_model=table.label, pgh_id=pk, pgh_created_at=at, pgh_label=label,
             pgh_obj_model=table.tracked, pgh_obj_id=obj_id,
             pgh_data={k: v for k, v in current.items() if not k.startswith("pgh_")},
-            pgh_diff=event_diff(current, _json(previous)), pgh_context_id=context_id,
-            pgh_context=_json(context), actor_username=name,
+            pgh_diff=event_diff(current, jsonb(previous)), pgh_context_id=context_id,
+            pgh_context=jsonb(context), actor_username=name,
         ))
     return events
