@@ -63,6 +63,9 @@ class LaunchList(models.Model):
     # `role_images` ({role name: reference}, names compared ignoring case) does not name.
     image = models.CharField(max_length=500, blank=True, default="")
     role_images = models.JSONField(default=dict, blank=True)
+    # {pattern, stall_after_seconds, cancel_after_stalled_seconds}: how RLark reads training
+    # progress from the Head Task's log and when a run counts as stalled (jobs.core.progress).
+    progress = models.JSONField(default=dict, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
     )
@@ -407,3 +410,6 @@ from jobs.observe.models import FailureTag as FailureTag  # noqa: E402
 from jobs.observe.models import PodAttempt as PodAttempt  # noqa: E402
 from jobs.observe.models import SignalState as SignalState  # noqa: E402
 from jobs.observe.models import SignalWatch as SignalWatch  # noqa: E402
+from jobs.progress.models import EpisodeEnd as EpisodeEnd  # noqa: E402
+from jobs.progress.models import RunProgress as RunProgress  # noqa: E402
+from jobs.progress.models import StallEpisode as StallEpisode  # noqa: E402

@@ -21,6 +21,8 @@ class EventKind(models.TextChoices):
     PENDING_OVERDUE = "pending_overdue", _("job Pending past the deadline")
     SIGNAL_SEEN = "signal_seen", _("first signal seen")
     SIGNAL_MISSED = "signal_missed", _("first signal missed")
+    JOB_STALLED = "job_stalled", _("job stalled (no new training step)")
+    JOB_RECOVERED = "job_recovered", _("job recovered from a stall")
     VERIFICATION_REQUESTED = "verification_requested", _("verification requested")
     VERIFICATION_DECIDED = "verification_decided", _("verification decided")
     VERIFICATION_STALE = "verification_stale", _("verification gone stale")

@@ -11,8 +11,16 @@ from django.utils.translation import gettext_lazy as _
 
 from clusters.models import Verification
 from jobs.core.findings.base import ROLE_NAME
+from jobs.core.progress import (
+    PATTERN_MAX,
+    STALL_AFTER_DEFAULT,
+    STALL_AFTER_MAX,
+    STALL_AFTER_MIN,
+    pattern_problem,
+    progress_settings,
+)
 from jobs.models import DeploymentParameters, Job, LaunchList
-from jobs.observe.patterns import pattern_problem
+from jobs.observe.patterns import pattern_problem as signal_pattern_problem
 from jobs.records.checklist import ANSWERS, CHECKLIST
 from jobs.records.serializers import (
     MAX_IMAGE_REFERENCE,
@@ -64,7 +72,7 @@ def _parse_signal(number: int, line: str) -> dict[str, Any]:
         minutes = int(minutes_text)
     signal: dict[str, Any] = {"signal": parts[0], "where": where, "within_minutes": minutes}
     if len(parts) > 3 and parts[3]:
-        problem = pattern_problem(parts[3])
+        problem = signal_pattern_problem(parts[3])
         if problem is not None:
             raise forms.ValidationError(
                 _("Line %(n)d: %(problem)s") % {"n": number, "problem": problem})
@@ -125,6 +133,29 @@ class LaunchListForm(forms.Form):
         help_text=_("One per line: role: reference (pinned the same way). A role listed here "
                     "takes this image instead of the one for all roles."),
     )
+    progress_pattern = forms.CharField(
+        label=_("Training step pattern"), required=False, max_length=PATTERN_MAX, strip=False,
+        widget=forms.TextInput(attrs={"spellcheck": "false", "class": "mono",
+                                      "placeholder": "Global Step: 120/1000"}),
+        help_text=_("A regular expression with a named group step (and optionally total) "
+                    "matched on the Head Task's log lines, e.g. step (?P<step>\\d+) of "
+                    "(?P<total>\\d+). Blank: RLinf's own step lines (the metric table's and "
+                    "the progress bar's “Global Step: 120/1000”)."),
+    )
+    stall_after_seconds = forms.IntegerField(
+        label=_("Stalled after (seconds without a new step)"), required=False,
+        min_value=STALL_AFTER_MIN, max_value=STALL_AFTER_MAX,
+        widget=forms.NumberInput(attrs={"placeholder": str(STALL_AFTER_DEFAULT)}),
+        help_text=_("A Running job is stalled when no new step came for this long (before "
+                    "its first step: since Running, or the first signal's minutes when shorter). "
+                    "Blank: 1800 (30 minutes); at least 60."),
+    )
+    cancel_after_stalled_seconds = forms.IntegerField(
+        label=_("Cancel after being stalled for (seconds)"), required=False,
+        min_value=STALL_AFTER_MIN, max_value=STALL_AFTER_MAX,
+        help_text=_("Blank: never. Set, RLark cancels a job stalled this long, once (its pods "
+                    "captured first), and says so in its status history."),
+    )
     deployment_parameters = forms.ModelChoiceField(
         label=_("Deployment parameters"), required=False,
         queryset=DeploymentParameters.objects.none(),
@@ -148,7 +179,15 @@ class LaunchListForm(forms.Form):
             "image": launch_list.image,
             "role_images": role_images_as_text(launch_list.role_images),
             "deployment_parameters": linked.pk if linked is not None else None,
+            **_progress_initial(launch_list.progress),
         }
+
+    def clean_progress_pattern(self) -> str:
+        value = self.cleaned_data.get("progress_pattern") or ""
+        problem = pattern_problem(value)
+        if problem is not None:
+            raise forms.ValidationError(problem)
+        return value
 
     def clean_expected_signals(self) -> list[dict[str, Any]]:
         text = self.cleaned_data.get("expected_signals") or ""
@@ -169,7 +208,20 @@ class LaunchListForm(forms.Form):
         data = dict(self.cleaned_data)
         linked = data.pop("deployment_parameters")
         data["deployment_parameters"] = linked.pk if linked is not None else None
+        stall = data.pop("stall_after_seconds")
+        data["progress"] = progress_settings({
+            "pattern": data.pop("progress_pattern"),
+            "stall_after_seconds": STALL_AFTER_DEFAULT if stall is None else stall,
+            "cancel_after_stalled_seconds": data.pop("cancel_after_stalled_seconds"),
+        }).as_dict()
         return data
+
+
+def _progress_initial(raw: Any) -> dict[str, Any]:
+    settings = progress_settings(raw)
+    return {"progress_pattern": settings.pattern,
+            "stall_after_seconds": settings.stall_after_seconds,
+            "cancel_after_stalled_seconds": settings.cancel_after_stalled_seconds}
 
 
 class VerificationChoiceField(forms.ModelMultipleChoiceField):

@@ -10,6 +10,18 @@ from rest_framework import serializers
 
 from jobs.core.findings.base import NAME_MAX, ROLE_NAME
 from jobs.core.images import IMAGE_PLACEHOLDER, is_pinned_reference
+from jobs.core.progress import (
+    PATTERN_MAX as STEP_PATTERN_MAX,
+)
+from jobs.core.progress import (
+    STALL_AFTER_DEFAULT,
+    STALL_AFTER_MAX,
+    STALL_AFTER_MIN,
+    progress_settings,
+)
+from jobs.core.progress import (
+    pattern_problem as step_pattern_problem,
+)
 from jobs.models import ConfirmationState, DeploymentParameters, LaunchList
 from jobs.observe.patterns import PATTERN_MAX, pattern_problem
 from jobs.records.confirmation import ConfirmationStatus, confirmation_status
@@ -75,6 +87,36 @@ class ExpectedSignalSerializer(serializers.Serializer):
         return value
 
 
+class ProgressSettingsSerializer(serializers.Serializer):
+    """A launch list's `progress` (SPEC 16); absent fields take their defaults."""
+
+    pattern = serializers.CharField(
+        max_length=STEP_PATTERN_MAX, allow_blank=True, required=False, default="",
+        trim_whitespace=False,
+        help_text=_("a regular expression (RE2 syntax) with a named group step and optionally "
+                    "total, matched on the Head Task's log lines; blank: RLinf's own step "
+                    "lines, Global Step:\\s*(?P<step>\\d+)\\s*/\\s*(?P<total>\\d+) (the "
+                    "metric table's and the tqdm bar's)"))
+    stall_after_seconds = serializers.IntegerField(
+        min_value=STALL_AFTER_MIN, max_value=STALL_AFTER_MAX, required=False,
+        default=STALL_AFTER_DEFAULT,
+        help_text=_("a Running job with no new step for this long is stalled"))
+    cancel_after_stalled_seconds = serializers.IntegerField(
+        min_value=STALL_AFTER_MIN, max_value=STALL_AFTER_MAX, required=False,
+        allow_null=True, default=None,
+        help_text=_("cancel a job stalled this long (once, its pods captured first); null: "
+                    "never"))
+
+    def validate_pattern(self, value: str) -> str:
+        problem = step_pattern_problem(value)
+        if problem is not None:
+            raise serializers.ValidationError(problem)
+        return value
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        return progress_settings(attrs).as_dict()
+
+
 class LaunchListInSerializer(serializers.Serializer):
     team = serializers.SlugField(required=False, help_text=_("team slug (default: your first)"))
     title = serializers.CharField(max_length=200, validators=[no_control_characters])
@@ -95,6 +137,9 @@ class LaunchListInSerializer(serializers.Serializer):
         max_items=MAX_ROLES,
         help_text=_("role name -> the main container image of that role (pinned like image)"))
     deployment_parameters = serializers.IntegerField(allow_null=True, required=False)
+    progress = ProgressSettingsSerializer(
+        required=False,
+        help_text=_("how RLark reads training progress and detects stalls; replaced whole"))
 
     def validate_image(self, value: str) -> str:
         problem = image_reference_problem(value) if value else None
@@ -114,15 +159,20 @@ class LaunchListSerializer(serializers.ModelSerializer):
     created_by: Any = serializers.SlugRelatedField(slug_field="username", read_only=True)
     deployment_parameters = serializers.SerializerMethodField()
     jobs: Any = serializers.SlugRelatedField(slug_field="name", many=True, read_only=True)
+    progress = serializers.SerializerMethodField()
 
     class Meta:
         model = LaunchList
         fields = [
             "id", "team", "title", "entry", "datasets", "models_used", "hyperparameters",
             "notes", "expected_signals", "image", "role_images", "deployment_parameters", "jobs",
-            "created_by",
+            "progress", "created_by",
             "created_at", "updated_at",
         ]
+
+    @extend_schema_field(ProgressSettingsSerializer)
+    def get_progress(self, obj: LaunchList) -> dict[str, Any]:
+        return progress_settings(obj.progress).as_dict()
 
     def get_deployment_parameters(self, obj: LaunchList) -> int | None:
         linked = getattr(obj, "deployment_parameters", None)

@@ -52,7 +52,7 @@ __all__ = [
 
 LAUNCH_LIST_FIELDS = (
     "title", "entry", "datasets", "models_used", "hyperparameters", "notes", "expected_signals",
-    "image", "role_images",
+    "image", "role_images", "progress",
 )
 PARAMETERS_FIELDS = ("title", "roles", "network_domain", "storage_notes", "network_notes")
 

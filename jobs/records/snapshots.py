@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from clusters.models import Verification
+from jobs.core.progress import progress_settings
 from jobs.models import DeploymentParameters, LaunchList
 
 
@@ -28,6 +29,7 @@ def launch_list_snapshot(launch_list: LaunchList | None) -> dict[str, Any]:
         "expected_signals": list(launch_list.expected_signals or []),
         "image": launch_list.image,
         "role_images": dict(launch_list.role_images or {}),
+        "progress": progress_settings(launch_list.progress).as_dict(),
         "created_by": launch_list.created_by.username,
         "updated_at": _when(launch_list.updated_at),
     }
