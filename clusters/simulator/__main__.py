@@ -1,5 +1,5 @@
 """`python -m clusters.simulator --fleet FILE [--host H] [--port P] [--tick SECONDS]
-[--state FILE]`.
+[--state FILE] [--step-seconds SECONDS]`.
 
 With `--state`, the Jobs are read from FILE at start and written back (within a second of
 any change, and at shutdown), so a restarted simulator still has the Jobs it was given.
@@ -16,6 +16,7 @@ from types import FrameType
 
 from clusters.simulator.core import StateFileError
 from clusters.simulator.fleet import FleetError, load_fleet
+from clusters.simulator.progress import DEFAULT_STEP_SECONDS
 from clusters.simulator.schema import DEFAULT_CRD_PATH, REPOSITORY_ROOT
 from clusters.simulator.server import DEFAULT_HOST, READY_PREFIX, start_simulator
 
@@ -24,6 +25,13 @@ def _seconds(text: str) -> float:
     value = float(text)
     if value < 0:
         raise argparse.ArgumentTypeError("must not be negative")
+    return value
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError("must be above 0")
     return value
 
 
@@ -45,6 +53,10 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--state", type=Path, help="keep the Jobs in this JSON file across restarts"
     )
+    parser.add_argument(
+        "--step-seconds", type=_positive, default=DEFAULT_STEP_SECONDS,
+        help="seconds between the training steps a Running Head Task logs (default 5)",
+    )
     return parser.parse_args(argv)
 
 
@@ -64,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             crd_path=arguments.crd,
             verbose=arguments.verbose,
             state=arguments.state,
+            step_seconds=arguments.step_seconds,
         )
     except StateFileError as error:
         print(f"cannot read the state file: {error}", file=sys.stderr)

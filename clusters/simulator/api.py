@@ -175,16 +175,20 @@ def read_pod_log(context: ClusterContext, request: Request, namespace: str,
     names = [c["name"] for c in pod["status"]["containerStatuses"]]
     if container and container not in names:
         raise ApiError(400, f"container {container} is not valid for pod {name}")
-    lines = cluster.pod_log(namespace, name, previous=options.previous)
-    text = options.render(lines, now=datetime.now(UTC))
+    now = datetime.now(UTC)
+    lines = cluster.pod_log(namespace, name, previous=options.previous,
+                            since=options.since(now), tail_lines=options.tail_lines)
+    text = options.render(lines, now=now)
     if not options.follow:
         return Response(200, text)
-    seen = len(lines)
+    sent = lines[-1][0] if lines else now
 
     def more() -> str:
-        nonlocal seen
-        current = cluster.pod_log(namespace, name, previous=options.previous)
-        fresh, seen = current[seen:], len(current)
+        nonlocal sent
+        current = cluster.pod_log(namespace, name, previous=options.previous, since=sent)
+        fresh = [(moment, line) for moment, line in current if moment > sent]
+        if fresh:
+            sent = fresh[-1][0]
         return options.render(fresh, now=datetime.now(UTC), tail=False)
 
     return Response(200, text, stream=(more, _LOG_FOLLOW_SECONDS))

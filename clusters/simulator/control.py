@@ -83,6 +83,16 @@ _NODE_PATCH_SCHEMA: dict[str, Any] = {
     },
 }
 
+_PROGRESS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "state": {"enum": ["advancing", "frozen"]},
+        "step_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400},
+        "total": {"type": "integer", "minimum": 1, "maximum": 10**9},
+    },
+}
+
 _PHASE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
@@ -194,6 +204,19 @@ def set_job_phase(
         return Response(200, updated)
 
 
+def set_progress(
+    simulator: Simulator, request: Request, cluster: str, namespace: str, name: str
+) -> Response:
+    """Freeze or resume the Job's Head Task step lines, or change their pace or total."""
+    state = _cluster(simulator, cluster)
+    document = request.json()
+    _require(_PROGRESS_SCHEMA, document)
+    frozen = None if "state" not in document else document["state"] == "frozen"
+    return Response(200, state.set_progress(
+        namespace, name, frozen=frozen, seconds=document.get("step_seconds"),
+        total=document.get("total")))
+
+
 def _end(document: dict[str, Any] | None) -> ContainerEnd | None:
     if document is None:
         return None
@@ -213,7 +236,8 @@ def patch_pod(simulator: Simulator, request: Request, cluster: str, namespace: s
         if "phase" in document:
             override.phase = document["phase"]
         restarts = document.get("restarts", override.restarts)
-        if restarts > override.restarts:
+        restarted = restarts > override.restarts
+        if restarted:
             override.previous_lines, override.current_lines = override.current_lines, []
         override.restarts = restarts
         if "waiting" in document:
@@ -224,6 +248,8 @@ def patch_pod(simulator: Simulator, request: Request, cluster: str, namespace: s
             override.terminated = _end(document["terminated"])
         if "lastTerminated" in document:
             override.last_terminated = _end(document["lastTerminated"])
+        if restarted:
+            state.restart_progress(namespace, pod)
         _pod_events(state, job, pod, override)
         return Response(200, state.get_pod(namespace, pod))
 
@@ -286,6 +312,7 @@ def build_router() -> Router:
     router.add("PATCH", _NODE, patch_node)
     router.add("DELETE", _NODE, remove_node)
     router.add("POST", _JOB + "/phase", set_job_phase)
+    router.add("POST", _JOB + "/progress", set_progress)
     router.add("PATCH", _POD, patch_pod)
     router.add("POST", _POD + "/log", append_pod_log)
     router.add("GET", _CLUSTER + "/creates", created_bodies)

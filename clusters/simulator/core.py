@@ -10,6 +10,7 @@ from typing import Any
 
 from clusters.simulator.controller import reconcile_cluster
 from clusters.simulator.fleet import Fleet
+from clusters.simulator.progress import DEFAULT_STEP_SECONDS
 from clusters.simulator.schema import JobSchema
 from clusters.simulator.state import ClusterState
 
@@ -25,9 +26,11 @@ class Simulator:
     injected latency or timeouts are released at once.
     """
 
-    def __init__(self, fleet: Fleet, *, crd_path: Path | None = None) -> None:
+    def __init__(self, fleet: Fleet, *, crd_path: Path | None = None,
+                 step_seconds: float = DEFAULT_STEP_SECONDS) -> None:
         self.fleet = fleet
-        self.clusters = {spec.name: ClusterState(spec) for spec in fleet.clusters}
+        self.clusters = {spec.name: ClusterState(spec, step_seconds=step_seconds)
+                         for spec in fleet.clusters}
         self.job_schema = JobSchema(crd_path)
         self.stopping = threading.Event()
 

@@ -119,7 +119,10 @@ class LogOptions:
             container=query.get("container", ""),
             tail_lines=_int(query, "tailLines", minimum=0),
             since_seconds=_int(query, "sinceSeconds", minimum=1),
-            since_time=_precise_time(since_text) if since_text else None,
+            # The API server passes sinceTime on to the kubelet as RFC 3339 without the
+            # fraction (pkg/registry/core/pod: `SinceTime.Format(time.RFC3339)`): a read
+            # since 10:00:00.7 starts with the lines of 10:00:00.
+            since_time=_precise_time(since_text).replace(microsecond=0) if since_text else None,
             previous=_bool(query, "previous"),
             follow=_bool(query, "follow"),
             timestamps=_bool(query, "timestamps"),
@@ -130,15 +133,22 @@ class LogOptions:
                            reason="Invalid")
         return options
 
+    def since(self, now: datetime) -> datetime | None:
+        """The first moment a read returns lines of (None: from the container's start)."""
+        if self.since_seconds is not None:
+            return now - timedelta(seconds=self.since_seconds)
+        return self.since_time
+
     def render(self, lines: list[tuple[datetime, str]], *, now: datetime,
                tail: bool = True) -> str:
-        """The selected lines as the API answers them (one `\\n`-terminated line each)."""
-        since = self.since_time
-        if self.since_seconds is not None:
-            since = now - timedelta(seconds=self.since_seconds)
-        chosen = [(moment, line) for moment, line in lines if since is None or moment >= since]
+        """The selected lines as the kubelet answers them (one `\\n`-terminated line each):
+        `tailLines` picks the last lines, of those the ones at or after the since moment,
+        each with its timestamp when asked, cut at `limitBytes` (also inside a line)."""
+        since = self.since(now)
+        chosen = lines
         if tail and self.tail_lines is not None:
-            chosen = chosen[len(chosen) - self.tail_lines:] if self.tail_lines else []
+            chosen = chosen[max(0, len(chosen) - self.tail_lines):] if self.tail_lines else []
+        chosen = [(moment, line) for moment, line in chosen if since is None or moment >= since]
         text = "".join(
             (format_time(moment, nano=True) + " " if self.timestamps else "") + line + "\n"
             for moment, line in chosen

@@ -22,6 +22,7 @@ from clusters.simulator.core import Simulator
 from clusters.simulator.faults import FaultAction
 from clusters.simulator.fleet import CONTROL_SEGMENT, Fleet
 from clusters.simulator.objects import ApiError, EncodedJSON, failure_status
+from clusters.simulator.progress import DEFAULT_STEP_SECONDS
 from clusters.simulator.routing import Request, Response
 from clusters.simulator.state import ClusterState
 
@@ -269,13 +270,14 @@ def start_simulator(
     crd_path: Path | None = None,
     verbose: bool = False,
     state: Path | None = None,
+    step_seconds: float = DEFAULT_STEP_SECONDS,
 ) -> RunningSimulator:
     """Bind the server (port 0 picks a free port) and start serving in background threads.
 
     With `state`, the Jobs saved there (`Simulator.save_jobs`) are back before the first
     request; an unreadable file raises `StateFileError` before anything listens.
     """
-    simulator = Simulator(fleet, crd_path=crd_path)
+    simulator = Simulator(fleet, crd_path=crd_path, step_seconds=step_seconds)
     if state is not None:
         simulator.load_jobs(state)
     server = SimulatorHTTPServer((host, port), simulator, verbose=verbose)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import heapq
 import json
 import threading
 import time
@@ -43,10 +44,13 @@ from clusters.simulator.objects import (
 from clusters.simulator.pods import (
     PodOverride,
     PodRef,
+    parse_time,
     pod_object,
     pod_refs,
+    start_lines,
     timed_start_lines,
 )
+from clusters.simulator.progress import DEFAULT_STEP_SECONDS, StepClock, timed_step_lines
 
 _MAX_SNAPSHOTS = 128
 _REQUEST_LOG_SIZE = 2000
@@ -82,8 +86,9 @@ def _decode_token(token: str) -> dict[str, Any]:
 class ClusterState:
     """Nodes, storage classes, Jobs, faults and logs of one cluster, behind one lock."""
 
-    def __init__(self, spec: ClusterSpec) -> None:
+    def __init__(self, spec: ClusterSpec, *, step_seconds: float = DEFAULT_STEP_SECONDS) -> None:
         self.spec = spec
+        self.step_seconds = step_seconds  # the Head Tasks' pace unless a Job's was set
         self.lock = threading.RLock()
         self.faults = FaultInjector(spec.faults)
         self.namespaces = frozenset({spec.namespace, "default"})
@@ -114,6 +119,7 @@ class ClusterState:
         self.create_log: list[dict[str, Any]] = []
         self.request_log: deque[dict[str, Any]] = deque(maxlen=_REQUEST_LOG_SIZE)
         self.faults.replace(self.spec.faults)
+        self._clocks: dict[tuple[str, str], StepClock] = {}
 
     def reset(self) -> None:
         """Back to the fleet file's nodes and faults, with no Jobs and empty logs.
@@ -276,6 +282,7 @@ class ClusterState:
                 self._encoded_pods.forget(f"{namespace}/{ref.name}")
             self._encoded_jobs.forget(f"{namespace}/{name}")
             self._placements.pop((namespace, name), None)
+            self._clocks.pop((namespace, name), None)
             self._bump()
             return job
 
@@ -371,6 +378,14 @@ class ClusterState:
             return [pod for job in self.job_items(namespace) for _, pod in self._pods_of(job)]
 
     def _find_pod(self, namespace: str, name: str) -> tuple[Object, PodRef, Object]:
+        # A pod is named `<job>-<task>-<index>`: look its Job up by each prefix ending at a
+        # hyphen (a handful) instead of rendering every Job's pods of the namespace.
+        for cut in (i for i, char in enumerate(name) if char == "-"):
+            job = self._jobs.get((namespace, name[:cut]))
+            if job is not None:
+                found = [(ref, pod) for ref, pod in self._pods_of(job) if ref.name == name]
+                if found:
+                    return job, found[0][0], found[0][1]
         for job in self.job_items(namespace):
             for ref, pod in self._pods_of(job):
                 if ref.name == name:
@@ -381,8 +396,12 @@ class ClusterState:
         with self.lock:
             return self._find_pod(namespace, name)[2]
 
-    def pod_log(self, namespace: str, name: str, *, previous: bool) -> list[tuple[Any, str]]:
-        """The (time, line) pairs of the pod's current or previous container."""
+    def pod_log(self, namespace: str, name: str, *, previous: bool,
+                since: datetime | None = None,
+                tail_lines: int | None = None) -> list[tuple[Any, str]]:
+        """The (time, line) pairs of the pod's current or previous container. A Running Head
+        Task's current log has its step lines too (`clusters.simulator.progress`), rendered
+        for the window a read asks for: from `since`, or enough for `tail_lines`."""
         with self.lock:
             job, ref, pod = self._find_pod(namespace, name)
             override = self._pod_overrides.get((namespace, name))
@@ -396,7 +415,58 @@ class ClusterState:
                 raise ApiError(400, f'container "main" in pod "{name}" is waiting to start: '
                                     "ContainerCreating")
             appended = override.current_lines if override is not None else []
-            return [*timed_start_lines(job, ref, node), *appended]
+            steps = self._step_lines(job, ref, node, since=since, tail_lines=tail_lines)
+            merged = heapq.merge(appended, steps, key=lambda item: item[0]) if steps \
+                else appended
+            return [*timed_start_lines(job, ref, node), *merged]
+
+    # Training progress of Head Tasks
+
+    def _is_head(self, job: Object, ref: PodRef) -> bool:
+        tasks = (job.get("spec") or {}).get("tasks") or []
+        return ref.index == 0 and any(isinstance(task, dict) and task.get("head")
+                                      and str(task.get("name")) == ref.task for task in tasks)
+
+    def _clock(self, job: Object, *, create: bool = True) -> StepClock | None:
+        key = (job["metadata"]["namespace"], job["metadata"]["name"])
+        if key not in self._clocks and create:
+            self._clocks[key] = StepClock(seconds=self.step_seconds)
+        return self._clocks.get(key)
+
+    def _step_lines(self, job: Object, ref: PodRef, node: str, *, since: datetime | None,
+                    tail_lines: int | None) -> list[tuple[datetime, str]]:
+        status = job.get("status") or {}
+        if not self._is_head(job, ref) or not status.get("startTime") or \
+                status.get("phase") not in ("Running", "Succeeded", "Failed"):
+            return []
+        clock = self._clock(job)
+        assert clock is not None
+        started = parse_time(status["startTime"])
+        clock.start(started + timedelta(seconds=len(start_lines(job, ref, node))))
+        ended = status.get("completionTime")
+        until = parse_time(ended) if ended else datetime.now(UTC)
+        window = None if since is None else since - timedelta(milliseconds=1)
+        return timed_step_lines(clock, since=window, until=until, tail_lines=tail_lines)
+
+    def set_progress(self, namespace: str, name: str, *, frozen: bool | None = None,
+                     seconds: float | None = None, total: int | None = None) -> dict[str, Any]:
+        """Freeze or resume a Job's step lines, or change their pace or total, from now on."""
+        with self.lock:
+            job = self.get_job(namespace, name)
+            clock = self._clock(job)
+            assert clock is not None
+            now = datetime.now(UTC)
+            clock.set(now, frozen=frozen, seconds=seconds, total=total)
+            return {"state": "frozen" if clock.frozen else "advancing",
+                    "step_seconds": clock.seconds, "step": clock.step_at(now),
+                    "total": clock.total}
+
+    def restart_progress(self, namespace: str, pod: str) -> None:
+        """The pod's container restarted: a Head Task resumes from its last checkpoint."""
+        job, ref, _pod = self._find_pod(namespace, pod)
+        clock = self._clock(job, create=False)
+        if clock is not None and self._is_head(job, ref):
+            clock.restart(datetime.now(UTC))
 
     def override_pod(self, namespace: str, name: str) -> tuple[Object, PodOverride]:
         """The pod's Job and its override (created on first use), under the lock."""

@@ -25,6 +25,7 @@ from urllib.parse import quote, urlsplit
 
 from clusters.k8s import Credentials
 from clusters.simulator.fleet import Fleet, load_fleet, parse_fleet
+from clusters.simulator.progress import DEFAULT_STEP_SECONDS
 from clusters.simulator.schema import REPOSITORY_ROOT
 from clusters.simulator.server import (
     DEFAULT_HOST,
@@ -169,6 +170,21 @@ class SimulatorHandle(ABC):
         path = self._cluster_path(cluster, "namespaces", namespace, "pods", pod, "log")
         return int(self.control("POST", path, {"lines": lines, "previous": previous})["lines"])
 
+    def set_progress(self, cluster: str, namespace: str, name: str, *, state: str | None = None,
+                     step_seconds: float | None = None,
+                     total: int | None = None) -> dict[str, Any]:
+        """Freeze (`state="frozen"`) or resume (`"advancing"`) a Job's step lines, or change
+        their pace or total; returns `{state, step_seconds, step, total}`."""
+        body: dict[str, Any] = {}
+        if state is not None:
+            body["state"] = state
+        if step_seconds is not None:
+            body["step_seconds"] = step_seconds
+        if total is not None:
+            body["total"] = total
+        path = self._cluster_path(cluster, "namespaces", namespace, "jobs", name, "progress")
+        return dict(self.control("POST", path, body))
+
     def tick(self) -> int:
         """Run one controller pass now; returns how many Jobs changed."""
         return int(self.control("POST", "tick")["changed"])
@@ -219,15 +235,18 @@ def run_simulator(
     port: int = 0,
     tick_interval: float | None = None,
     crd_path: Path | None = None,
+    step_seconds: float = DEFAULT_STEP_SECONDS,
 ) -> Iterator[InProcessSimulator]:
     """Serve `fleet` (a document, a path or a `Fleet`) in this process for the `with` block.
 
     Without `tick_interval` the controller only runs when `tick()` is called,
-    which keeps tests deterministic.
+    which keeps tests deterministic. `step_seconds` is the Head Tasks' pace of step lines
+    (one Job's is set with `set_progress`).
     """
     parsed = _fleet(fleet)
     running = start_simulator(
-        parsed, host=host, port=port, tick_interval=tick_interval, crd_path=crd_path
+        parsed, host=host, port=port, tick_interval=tick_interval, crd_path=crd_path,
+        step_seconds=step_seconds,
     )
     handle = InProcessSimulator(running, parsed)
     try:
@@ -283,6 +302,7 @@ def start_simulator_process(
     crd_path: Path | None = None,
     state: Path | None = None,
     timeout: float = 20.0,
+    step_seconds: float | None = None,
 ) -> SimulatorProcess:
     """Start the simulator CLI in a child process and wait until it answers.
 
@@ -295,6 +315,8 @@ def start_simulator_process(
         command += ["--crd", str(crd_path)]
     if state is not None:
         command += ["--state", str(state)]
+    if step_seconds is not None:
+        command += ["--step-seconds", str(step_seconds)]
     inherited = os.environ.get("PYTHONPATH")
     paths = [str(REPOSITORY_ROOT), *([inherited] if inherited else [])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
