@@ -13,6 +13,7 @@ from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
 from clusters.access import MAX_TEMPLATE, validate_command_template, validate_url_template
+from clusters.kueue import ADMISSION_KUEUE, ADMISSION_NONE, KueueView
 from clusters.labels import DNS_LABEL_PATTERN
 from clusters.validators import validate_api_url
 from rlark_site.foundation.audit.tracking import audited
@@ -22,6 +23,13 @@ dns_label_validator = RegexValidator(
     DNS_LABEL_PATTERN,
     _("1–63 lower-case letters, digits or hyphens, starting and ending with a letter or digit."),
 )
+
+
+class AdmissionMode(models.TextChoices):
+    """How a cluster admits RLark's Jobs (SPEC 15): as they come, or through Kueue."""
+
+    NONE = ADMISSION_NONE, _("none (the scheduler alone)")
+    KUEUE = ADMISSION_KUEUE, _("Kueue")
 
 
 class ClusterState(models.TextChoices):
@@ -58,6 +66,11 @@ class Cluster(models.Model):
         max_length=MAX_TEMPLATE, blank=True, default="", validators=[validate_url_template])
     exec_command_template = models.CharField(
         max_length=MAX_TEMPLATE, blank=True, default="", validators=[validate_command_template])
+    # Admission (SPEC 15, `clusters.kueue`): "kueue" puts the team's LocalQueue (the map: team
+    # slug -> LocalQueue name, in the Job's namespace) on every pod template of its Jobs.
+    admission = models.CharField(max_length=10, choices=AdmissionMode.choices,
+                                 default=AdmissionMode.NONE)
+    kueue_queues = models.JSONField(default=dict, blank=True)
     # Poll bookkeeping (not audited: it changes on every poll).
     state = models.CharField(
         max_length=20, choices=ClusterState.choices, default=ClusterState.NEVER_POLLED
@@ -235,6 +248,31 @@ class NetworkDomain(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class KueueQueues(models.Model):
+    """What Kueue on a cluster reported at its last inventory poll: the ClusterQueues (quota
+    per flavor and resource, what is used and reserved) and the LocalQueues, as
+    `clusters.kueue.KueueView.as_dict` stores them. `error` says why the last read failed
+    (the queues kept are the last good ones). Written by the poll only when it changed; not
+    audited: it is the cluster's report, like a node's readiness, and it changes with every
+    admitted job."""
+
+    cluster = models.OneToOneField(Cluster, on_delete=models.CASCADE, primary_key=True,
+                                   related_name="kueue")
+    cluster_queues = models.JSONField(default=list)
+    local_queues = models.JSONField(default=list)
+    read_at = models.DateTimeField(null=True, blank=True)  # the last read that succeeded
+    error = models.TextField(blank=True, default="")
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id}: {len(self.cluster_queues)} ClusterQueues"
+
+    def view(self) -> KueueView:
+        return KueueView.from_stored(
+            self.cluster_queues, self.local_queues,
+            as_of=self.read_at.isoformat() if self.read_at else "", error=self.error,
+        )
 
 
 class ClusterJob(models.Model):

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
 
+from clusters.kueue import ADMISSION_KUEUE, KueueView
+
 ConditionClusters = tuple[tuple[tuple[str, str], frozenset[str]], ...]
 
 # The extended resources the inventory records and a Job's containers ask for: GPUs, and the
@@ -187,6 +189,21 @@ class ClusterFacts:
     namespace: str
     storage_classes: frozenset[str] = frozenset()
     device_names: frozenset[str] = frozenset()  # rlinf.io/* names any node of it reports
+    # Admission (SPEC 15, `clusters.kueue`): "none" or "kueue"; with Kueue, the team ->
+    # LocalQueue map (sorted pairs) and the queues its last poll read (None: never read).
+    admission: str = "none"
+    kueue_queues: tuple[tuple[str, str], ...] = ()
+    kueue: KueueView | None = None
+
+    @property
+    def uses_kueue(self) -> bool:
+        return self.admission == ADMISSION_KUEUE
+
+    def kueue_queue(self, team: object) -> str | None:
+        """The team's LocalQueue on this cluster (None: Kueue is off, or the team has none)."""
+        if not self.uses_kueue:
+            return None
+        return next((queue for slug, queue in self.kueue_queues if slug == team), None)
 
 
 def node_ref(node: MatchedNode) -> dict[str, Any]:

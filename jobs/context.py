@@ -232,6 +232,9 @@ def _cluster_facts(inventory: Mapping[str, ClusterInventory]) -> dict[str, Clust
             namespace=row.namespace,
             storage_classes=frozenset(row.storage_classes),
             device_names=frozenset(row.device_names),
+            admission=row.admission,
+            kueue_queues=row.kueue_queues,
+            kueue=row.kueue,
         )
         for name, row in inventory.items()
     }

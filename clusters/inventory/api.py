@@ -9,7 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.utils.translation import gettext as _
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_field,
+    inline_serializer,
+)
 from rest_framework import serializers, status
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
@@ -26,6 +31,7 @@ from clusters.inventory.forms import (
 from clusters.inventory.selectors import (
     cluster_get,
     cluster_list,
+    cluster_queues_answer,
     label_filter_from_text,
     node_list,
 )
@@ -36,11 +42,12 @@ from clusters.inventory.services import (
     cluster_update,
 )
 from clusters.k8s import KubeconfigError, read_context
-from clusters.models import Cluster, Node
+from clusters.kueue import MAX_QUEUE_MAP
+from clusters.models import AdmissionMode, Cluster, Node
 from clusters.validators import validate_api_url
 from rlark_site.foundation.exceptions import ApplicationError
 from rlark_site.foundation.pagination import BoundedLimitOffsetPagination
-from rlark_site.foundation.tenancy.access import is_platform_admin
+from rlark_site.foundation.tenancy.access import is_platform_admin, teams_for_user
 
 
 class ReadAllWriteAdmins(BasePermission):
@@ -80,6 +87,34 @@ class AccessTemplatesSerializer(serializers.Serializer):
     exec_command_template = _template(validate_command_template, _EXEC_HELP, required=False)
 
 
+class AdmissionSerializer(serializers.Serializer):
+    """How the cluster admits Jobs (SPEC 15), in the create and update bodies alike."""
+
+    admission = serializers.ChoiceField(
+        choices=AdmissionMode.choices, required=False,
+        help_text="`none` (the scheduler alone) or `kueue`: every pod template of the cluster's "
+                  "Jobs then names the team's LocalQueue (`kueue_queues`).")
+    kueue_queues = serializers.DictField(
+        child=serializers.CharField(max_length=63, allow_blank=True), required=False,
+        help_text="Team slug -> LocalQueue name (a DNS label, in the Job's namespace); at most "
+                  f"{MAX_QUEUE_MAP} teams. Replaces the whole map.")
+
+
+def _teams_of(serializer: serializers.Serializer) -> set[str] | None:
+    """The slugs of the requesting user's teams (None: a platform admin sees every team),
+    read once per answer."""
+    context = serializer.context
+    if "_teams" not in context:
+        request = context.get("request")
+        user = getattr(request, "user", None)
+        if user is None or is_platform_admin(user):
+            context["_teams"] = None
+        else:
+            context["_teams"] = set(teams_for_user(user).values_list("slug", flat=True))
+    teams: set[str] | None = context["_teams"]
+    return teams
+
+
 class ClusterSerializer(serializers.ModelSerializer):
     node_count = serializers.IntegerField(read_only=True, help_text="Nodes not gone.")
     ready_count = serializers.IntegerField(read_only=True, help_text="Ready nodes not gone.")
@@ -87,12 +122,15 @@ class ClusterSerializer(serializers.ModelSerializer):
     has_token = serializers.SerializerMethodField()
     has_ca_cert = serializers.SerializerMethodField()
     has_client_certificate = serializers.SerializerMethodField()
+    kueue_queues = serializers.SerializerMethodField(
+        help_text="Team slug -> LocalQueue name; platform admins see every team, others only "
+                  "their own teams' entries.")
 
     class Meta:
         model = Cluster
         fields = [
             "name", "namespace", "api_url", "verify_tls", "enabled", "has_token", "has_ca_cert",
-            "has_client_certificate", *ACCESS_TEMPLATES,
+            "has_client_certificate", *ACCESS_TEMPLATES, "admission", "kueue_queues",
             "state", "last_polled_at", "last_success_at", "last_error", "failure_count",
             "next_poll_at", "generation", "node_count", "ready_count", "gone_count",
             "created_at",
@@ -107,8 +145,14 @@ class ClusterSerializer(serializers.ModelSerializer):
     def get_has_client_certificate(self, cluster: Cluster) -> bool:
         return bool(cluster.client_cert_encrypted)
 
+    @extend_schema_field(serializers.DictField(child=serializers.CharField()))
+    def get_kueue_queues(self, cluster: Cluster) -> dict[str, str]:
+        queues = cluster.kueue_queues if isinstance(cluster.kueue_queues, dict) else {}
+        teams = _teams_of(self)
+        return {t: q for t, q in queues.items() if teams is None or t in teams}
 
-class ClusterCreateSerializer(AccessTemplatesSerializer):
+
+class ClusterCreateSerializer(AccessTemplatesSerializer, AdmissionSerializer):
     name = serializers.CharField(max_length=63)
     namespace = serializers.CharField(max_length=63)
     api_url = serializers.CharField(max_length=500, validators=[validate_api_url])
@@ -152,7 +196,7 @@ class ClusterKubeconfigSerializer(serializers.Serializer):
                                            chosen=chosen, enabled=attrs["enabled"])
 
 
-class ClusterUpdateSerializer(AccessTemplatesSerializer):
+class ClusterUpdateSerializer(AccessTemplatesSerializer, AdmissionSerializer):
     """Every field optional; an empty `token`/`ca_cert` removes the stored one; a client
     certificate and key are replaced together (both given) or removed together (both empty)."""
 
@@ -208,8 +252,10 @@ class NodeFilterSerializer(serializers.Serializer):
     include_gone = serializers.BooleanField(default=False)
 
 
-def _cluster_response(user: Any, name: str, *, code: int = status.HTTP_200_OK) -> Response:
-    return Response(ClusterSerializer(cluster_get(user=user, name=name)).data, status=code)
+def _cluster_response(request: Request, name: str, *,
+                      code: int = status.HTTP_200_OK) -> Response:
+    cluster = cluster_get(user=request.user, name=name)
+    return Response(ClusterSerializer(cluster, context={"request": request}).data, status=code)
 
 
 class ClusterListView(APIView):
@@ -221,7 +267,8 @@ class ClusterListView(APIView):
         """Every cluster with its poll state and node counts."""
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(cluster_list(user=request.user), request, view=self)
-        return paginator.get_paginated_response(ClusterSerializer(page, many=True).data)
+        return paginator.get_paginated_response(
+            ClusterSerializer(page, many=True, context={"request": request}).data)
 
     @extend_schema(request=ClusterCreateSerializer, responses={201: ClusterSerializer})
     def post(self, request: Request) -> Response:
@@ -229,7 +276,7 @@ class ClusterListView(APIView):
         data = ClusterCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         cluster = cluster_create(**data.validated_data)
-        return _cluster_response(request.user, cluster.name, code=status.HTTP_201_CREATED)
+        return _cluster_response(request, cluster.name, code=status.HTTP_201_CREATED)
 
 
 class ClusterKubeconfigView(APIView):
@@ -242,7 +289,7 @@ class ClusterKubeconfigView(APIView):
         data = ClusterKubeconfigSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         cluster = cluster_create(**data.validated_data)
-        return _cluster_response(request.user, cluster.name, code=status.HTTP_201_CREATED)
+        return _cluster_response(request, cluster.name, code=status.HTTP_201_CREATED)
 
 
 class ClusterDetailView(APIView):
@@ -250,7 +297,7 @@ class ClusterDetailView(APIView):
 
     @extend_schema(responses=ClusterSerializer)
     def get(self, request: Request, name: str) -> Response:
-        return _cluster_response(request.user, name)
+        return _cluster_response(request, name)
 
     @extend_schema(request=ClusterUpdateSerializer, responses=ClusterSerializer)
     def patch(self, request: Request, name: str) -> Response:
@@ -259,7 +306,7 @@ class ClusterDetailView(APIView):
         data = ClusterUpdateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         cluster_update(cluster=cluster, **data.validated_data)
-        return _cluster_response(request.user, name)
+        return _cluster_response(request, name)
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, name: str) -> Response:
@@ -283,6 +330,72 @@ class ClusterPollView(APIView):
         cluster_poll_request(cluster=cluster)
         return Response({"cluster": cluster.name, "state": "queued"},
                         status=status.HTTP_202_ACCEPTED)
+
+
+class QuotaRowSerializer(serializers.Serializer):
+    flavor = serializers.CharField()
+    resource = serializers.CharField()
+    nominal = serializers.CharField(help_text="nominalQuota")
+    borrowing_limit = serializers.CharField(allow_null=True, help_text="borrowingLimit")
+    lending_limit = serializers.CharField(allow_null=True, help_text="lendingLimit")
+    used = serializers.CharField(help_text="status.flavorsUsage: what admitted Workloads use")
+    reserved = serializers.CharField(help_text="status.flavorsReservation")
+    borrowed = serializers.CharField()
+    potential = serializers.CharField(
+        help_text="the most it could ever hold: nominal plus what it may borrow in its cohort")
+
+
+class ClusterQueueSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    cohort = serializers.CharField(allow_null=True)
+    pending_workloads = serializers.IntegerField()
+    reserving_workloads = serializers.IntegerField()
+    admitted_workloads = serializers.IntegerField()
+    resources = QuotaRowSerializer(many=True)
+
+
+class TeamUsageSerializer(serializers.Serializer):
+    flavor = serializers.CharField()
+    resource = serializers.CharField()
+    used = serializers.CharField(help_text="the LocalQueue's status.flavorUsage")
+    nominal = serializers.CharField(allow_null=True)
+    share_percent = serializers.FloatField(allow_null=True, help_text="used / nominal, in %")
+
+
+class TeamQueueSerializer(serializers.Serializer):
+    team = serializers.CharField()
+    local_queue = serializers.CharField()
+    namespace = serializers.CharField(allow_null=True)
+    cluster_queue = serializers.CharField(allow_null=True)
+    found = serializers.BooleanField(
+        help_text="the LocalQueue and its ClusterQueue were on the cluster at the last poll")
+    pending_workloads = serializers.IntegerField()
+    admitted_workloads = serializers.IntegerField()
+    usage = TeamUsageSerializer(many=True)
+
+
+class ClusterQueuesSerializer(serializers.Serializer):
+    cluster = serializers.CharField()
+    admission = serializers.CharField()
+    as_of = serializers.DateTimeField(allow_null=True, help_text="when the last poll read them")
+    error = serializers.CharField(
+        help_text="why the last read failed; the queues are the last good ones")
+    cluster_queues = ClusterQueueSerializer(many=True)
+    teams = TeamQueueSerializer(many=True)
+
+
+class ClusterQueuesView(APIView):
+    @extend_schema(
+        parameters=[OpenApiParameter("team", str, description="only this team (one of yours)")],
+        responses=ClusterQueuesSerializer,
+    )
+    def get(self, request: Request, name: str) -> Response:
+        """A Kueue cluster's ClusterQueues (quota per flavor and resource: nominal, borrowing
+        limit, used) and your teams' LocalQueues with their share, as the last poll read them.
+        RLark enforces no quota: Kueue admits."""
+        cluster = cluster_get(user=request.user, name=name)
+        team = request.query_params.get("team") or None
+        return Response(cluster_queues_answer(user=request.user, cluster=cluster, team=team))
 
 
 class NodeListView(APIView):

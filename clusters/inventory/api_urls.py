@@ -8,5 +8,6 @@ urlpatterns: list[URLPattern | URLResolver] = [
          name="clusters-from-kubeconfig"),
     path("clusters/<slug:name>/", api.ClusterDetailView.as_view(), name="cluster-detail"),
     path("clusters/<slug:name>/poll/", api.ClusterPollView.as_view(), name="cluster-poll"),
+    path("clusters/<slug:name>/queues/", api.ClusterQueuesView.as_view(), name="cluster-queues"),
     path("nodes/", api.NodeListView.as_view(), name="nodes"),
 ]

@@ -19,7 +19,7 @@ from clusters.access import (
 )
 from clusters.inventory.selectors import LabelFilter, label_filter_from_text
 from clusters.k8s import KubeconfigContext, KubeconfigError, read_context
-from clusters.models import Cluster
+from clusters.models import AdmissionMode, Cluster
 from clusters.validators import validate_api_url
 
 SELECTOR_EXAMPLE = "rlinf.io/gpu-model=a100, rlinf.io/zone=zone-1"
@@ -302,6 +302,56 @@ def kubeconfig_create_arguments(*, name: str, namespace: str, chosen: Kubeconfig
         "client_cert": credentials.client_cert or "", "client_key": credentials.client_key or "",
         "verify_tls": credentials.verify_tls, "enabled": enabled,
     }
+
+
+MAX_QUEUE_MAP_TEXT = 64 * 1024  # characters of the team → LocalQueue lines
+
+
+class AdmissionForm(forms.Form):
+    """A cluster's admission and its team → LocalQueue map, one `team=queue` per line.
+
+    The form parses the lines; the service checks the rules (known teams, DNS-label queues,
+    the size limit), so the page and the API refuse the same maps with the same words.
+    """
+
+    admission = forms.ChoiceField(
+        label=_("Admission"), choices=AdmissionMode.choices,
+        help_text=_("Kueue: every pod of this cluster's Jobs names the team's LocalQueue, and "
+                    "Kueue admits the Job when its ClusterQueue has quota for all of it."),
+    )
+    kueue_queues = forms.CharField(
+        label=_("Team → LocalQueue"), required=False, strip=True, max_length=MAX_QUEUE_MAP_TEXT,
+        widget=forms.Textarea(attrs={"rows": 6, "placeholder": "vision-rl=vision-rl-queue"}),
+        help_text=_("One team=LocalQueue per line. The LocalQueue must exist in the namespace "
+                    "the team's Jobs run in."),
+    )
+
+    def __init__(self, *args: Any, cluster: Cluster, **kwargs: Any) -> None:
+        queues = cluster.kueue_queues if isinstance(cluster.kueue_queues, dict) else {}
+        kwargs.setdefault("initial", {
+            "admission": cluster.admission,
+            "kueue_queues": "\n".join(f"{team}={queue}" for team, queue in queues.items()),
+        })
+        super().__init__(*args, **kwargs)
+
+    def clean_kueue_queues(self) -> dict[str, str]:
+        queues: dict[str, str] = {}
+        for number, line in enumerate(self.cleaned_data.get("kueue_queues", "").splitlines(), 1):
+            if not line.strip():
+                continue
+            team, sep, queue = line.partition("=")
+            if not sep:
+                raise forms.ValidationError(
+                    _("Line %(number)d is not team=LocalQueue.") % {"number": number})
+            if team.strip() in queues:
+                raise forms.ValidationError(
+                    _("Team %(team)s is mapped twice.") % {"team": team.strip()[:100]})
+            queues[team.strip()] = queue.strip()
+        return queues
+
+    def update_arguments(self) -> dict[str, Any]:
+        return {"admission": self.cleaned_data["admission"],
+                "kueue_queues": self.cleaned_data["kueue_queues"]}
 
 
 class NodeFilterForm(forms.Form):

@@ -8,23 +8,36 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from django.db import connection
 from django.db.models import Count, Q, QuerySet
 from django.utils.translation import gettext as _
 
+from clusters.kueue import (
+    ADMISSION_KUEUE,
+    ADMISSION_NONE,
+    ClusterQueueView,
+    KueueView,
+    amount_of,
+    format_amount,
+)
 from clusters.labels import parse_selector_text, selector_problems, unparseable_problem
-from clusters.models import Cluster, ClusterJob, Node
+from clusters.models import Cluster, ClusterJob, KueueQueues, Node
 from clusters.types import DEVICE_PREFIX
 from rlark_site.foundation.exceptions import ApplicationError, NotFoundError
 from rlark_site.foundation.findings import Finding
-from rlark_site.foundation.tenancy.access import AnyUser
+from rlark_site.foundation.rawsql import jsonb
+from rlark_site.foundation.tenancy.access import AnyUser, is_platform_admin, visible_teams
 
 # Each named cluster's namespace, storage classes (by name) and the distinct rlinf.io/*
-# resources its present nodes report (sorted), in one query.
+# resources its present nodes report (sorted), its admission with the team -> LocalQueue map
+# and, for a Kueue cluster, the queues its last poll read; in one query.
 _CLUSTER_INVENTORY_SQL = """
-SELECT c.name, c.namespace,
+SELECT c.name, c.namespace, c.admission, c.kueue_queues,
+    (SELECT jsonb_build_array(k.cluster_queues, k.local_queues, k.read_at, k.error)
+     FROM clusters_kueuequeues k WHERE k.cluster_id = c.id AND c.admission = 'kueue'),
     ARRAY(SELECT s.name FROM clusters_storageclass s WHERE s.cluster_id = c.id ORDER BY s.name),
     ARRAY(
         SELECT DISTINCT d.key
@@ -51,6 +64,26 @@ class ClusterInventory:
     namespace: str
     storage_classes: tuple[str, ...]
     device_names: tuple[str, ...]
+    admission: str = ADMISSION_NONE
+    kueue_queues: tuple[tuple[str, str], ...] = ()  # (team slug, LocalQueue), sorted
+    kueue: KueueView | None = None  # a Kueue cluster's queues as last read (None: never)
+
+
+def _kueue_view(row: Any) -> KueueView | None:
+    """The stored queues (`_CLUSTER_INVENTORY_SQL`'s jsonb array) as a view."""
+    stored = jsonb(row)
+    if not isinstance(stored, list) or len(stored) != 4:
+        return None
+    cluster_queues, local_queues, read_at, error = stored
+    return KueueView.from_stored(cluster_queues, local_queues, as_of=str(read_at or ""),
+                                 error=str(error or ""))
+
+
+def _queue_pairs(value: Any) -> tuple[tuple[str, str], ...]:
+    queues = jsonb(value)
+    if not isinstance(queues, dict):
+        return ()
+    return tuple(sorted((str(t), str(q)) for t, q in queues.items()))
 
 
 def cluster_inventory(clusters: Sequence[str]) -> dict[str, ClusterInventory]:
@@ -65,8 +98,10 @@ def cluster_inventory(clusters: Sequence[str]) -> dict[str, ClusterInventory]:
             name=str(name), namespace=str(namespace),
             storage_classes=tuple(str(s) for s in storage),
             device_names=tuple(str(d) for d in devices),
+            admission=str(admission), kueue_queues=_queue_pairs(queues),
+            kueue=_kueue_view(kueue),
         )
-        for name, namespace, storage, devices in rows
+        for name, namespace, admission, queues, kueue, storage, devices in rows
     }
 
 
@@ -138,3 +173,70 @@ def node_list(
     if not include_gone:
         nodes = nodes.filter(gone=False)
     return _readable(user, nodes)
+
+
+# -- Kueue queues (SPEC 15) ----------------------------------------------------------------------
+
+
+def _share_percent(used: Decimal | None, nominal: Decimal | None) -> float | None:
+    if used is None or not nominal:
+        return None
+    return round(float(used / nominal * 100), 1)
+
+
+def _resource_rows(view: KueueView, queue: ClusterQueueView) -> list[dict[str, Any]]:
+    return [{**quota.as_dict(),
+             "potential": format_amount(view.potential(queue, quota.flavor, quota.resource))}
+            for quota in queue.quotas]
+
+
+def _team_rows(view: KueueView, queues: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Each team's LocalQueue(s) of that name, the ClusterQueue behind, and its share: what the
+    team's admitted Workloads use of each (flavor, resource), against the nominal quota."""
+    rows: list[dict[str, Any]] = []
+    for team, name in sorted(queues.items()):
+        found = [q for q in view.local_queues if q.name == name]
+        if not found:
+            rows.append({"team": team, "local_queue": name, "namespace": None,
+                         "cluster_queue": None, "found": False, "pending_workloads": 0,
+                         "admitted_workloads": 0, "usage": []})
+        for local in found:
+            cluster_queue = view.cluster_queue(local.cluster_queue)
+            usage = []
+            for flavor, resource, total in local.usage:
+                quota = cluster_queue.quota(flavor, resource) if cluster_queue else None
+                nominal = quota.amount("nominal") if quota else None
+                usage.append({"flavor": flavor, "resource": resource, "used": total,
+                              "nominal": quota.nominal if quota else None,
+                              "share_percent": _share_percent(amount_of(total), nominal)})
+            rows.append({"team": team, "local_queue": name, "namespace": local.namespace,
+                         "cluster_queue": local.cluster_queue or None,
+                         "found": cluster_queue is not None,
+                         "pending_workloads": local.pending_workloads,
+                         "admitted_workloads": local.admitted_workloads, "usage": usage})
+    return rows
+
+
+def cluster_queues_answer(*, user: AnyUser, cluster: Cluster,
+                          team: str | None = None) -> dict[str, Any]:
+    """A cluster's Kueue queues as its last poll read them: every ClusterQueue's quota per
+    flavor and resource (nominal, borrowing limit, used, reserved, what it could ever hold),
+    and the share of the teams the user may see (platform admins: every mapped team; others:
+    their own teams; `team`: only that one, which must be one of them, else NotFoundError)."""
+    queues = cluster.kueue_queues if isinstance(cluster.kueue_queues, dict) else {}
+    if not is_platform_admin(user) or team is not None:
+        visible = set(visible_teams(user).values_list("slug", flat=True))
+        if team is not None and team not in visible:
+            raise NotFoundError(_("Team not found."))
+        wanted = {team} if team is not None else visible
+        queues = {t: q for t, q in queues.items() if t in wanted}
+    stored = KueueQueues.objects.filter(cluster=cluster).first()
+    view = stored.view() if stored is not None else KueueView()
+    kueue = cluster.admission == ADMISSION_KUEUE
+    return {
+        "cluster": cluster.name, "admission": cluster.admission,
+        "as_of": view.as_of or None, "error": view.error,
+        "cluster_queues": [{**q.as_dict(), "resources": _resource_rows(view, q)}
+                           for q in view.cluster_queues] if kueue else [],
+        "teams": _team_rows(view, queues) if kueue else [],
+    }

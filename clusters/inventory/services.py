@@ -10,7 +10,7 @@ retried with exponential backoff and shown as stale; it never touches other clus
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -35,9 +35,11 @@ from clusters.k8s import (
     list_jobs,
     list_storage_classes,
 )
+from clusters.kueue import ADMISSION_CHOICES, normalised_queue_map, queue_map_problems
 from clusters.models import Cluster, ClusterState, NetworkDomain
 from clusters.signals import inventory_changed
 from rlark_site.foundation.exceptions import ApplicationError
+from rlark_site.foundation.tenancy.models import Team
 
 logger = logging.getLogger(__name__)
 
@@ -76,8 +78,11 @@ def cluster_create(
     tensorboard_url_template: str = "",
     ray_dashboard_url_template: str = "",
     exec_command_template: str = "",
+    admission: str = "none",
+    kueue_queues: Mapping[str, str] | None = None,
 ) -> Cluster:
     """Register a cluster; it is polled at the next beat round."""
+    queues = _admission_checked(admission, kueue_queues or {})
     cluster = _validated(
         Cluster(
             name=name,
@@ -92,6 +97,8 @@ def cluster_create(
             tensorboard_url_template=tensorboard_url_template,
             ray_dashboard_url_template=ray_dashboard_url_template,
             exec_command_template=exec_command_template,
+            admission=admission,
+            kueue_queues=queues,
             state=ClusterState.NEVER_POLLED if enabled else ClusterState.DISABLED,
         )
     )
@@ -114,6 +121,8 @@ def cluster_update(
     tensorboard_url_template: str | None = None,
     ray_dashboard_url_template: str | None = None,
     exec_command_template: str | None = None,
+    admission: str | None = None,
+    kueue_queues: Mapping[str, str] | None = None,
 ) -> Cluster:
     """Change a cluster. None keeps a field; an empty credential or template removes it.
 
@@ -145,6 +154,11 @@ def cluster_update(
                           ("client_key_encrypted", client_key)):
         if value is not None and _secret_differs(getattr(cluster, stored), value):
             put(stored, encrypt(value))
+    if admission is not None or kueue_queues is not None:
+        wanted = admission if admission is not None else cluster.admission
+        queues = cluster.kueue_queues if kueue_queues is None else kueue_queues
+        put("kueue_queues", _admission_checked(wanted, queues))
+        put("admission", wanted)
     if enabled is not None and enabled != cluster.enabled:
         put("enabled", enabled)
         put("state", _enabled_state(cluster) if enabled else ClusterState.DISABLED)
@@ -152,6 +166,23 @@ def cluster_update(
     if changed:
         _validated(cluster).save(update_fields=sorted(changed))
     return cluster
+
+
+def _admission_checked(admission: str, kueue_queues: Mapping[str, str]) -> dict[str, str]:
+    """The team → LocalQueue map as stored, or ApplicationError (400) saying what is wrong:
+    `admission` one of `none`/`kueue`, the map bounded, of known teams and DNS-label queues."""
+    errors: dict[str, list[str]] = {}
+    if admission not in ADMISSION_CHOICES:
+        errors["admission"] = [_("Admission must be one of: %(choices)s.")
+                               % {"choices": ", ".join(ADMISSION_CHOICES)}]
+    known = set(Team.objects.filter(slug__in=[str(t)[:50] for t in kueue_queues][:1000])
+                .values_list("slug", flat=True)) if isinstance(kueue_queues, Mapping) else set()
+    if problems := queue_map_problems(kueue_queues, known_teams=known):
+        errors["kueue_queues"] = problems
+    if errors:
+        message = "; ".join(f"{field}: {' '.join(texts)}" for field, texts in errors.items())
+        raise ApplicationError(message, extra={"field": next(iter(errors)), "errors": errors})
+    return normalised_queue_map(kueue_queues)
 
 
 def _secret_differs(stored: str, wanted: str) -> bool:

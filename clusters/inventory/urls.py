@@ -9,6 +9,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("nodes/", views.node_list_view, name="nodes"),
     path("cluster/<slug:name>/", views.cluster_detail_view, name="detail"),
     path("cluster/<slug:name>/edit/", views.cluster_edit_view, name="edit"),
+    path("cluster/<slug:name>/admission/", views.cluster_admission_view, name="admission"),
     path("cluster/<slug:name>/enabled/", views.cluster_enabled_view, name="enabled"),
     path("cluster/<slug:name>/poll/", views.cluster_poll_view, name="poll"),
 ]

@@ -16,8 +16,19 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
-from clusters.inventory.forms import ClusterForm, KubeconfigClusterForm, NodeFilterForm
-from clusters.inventory.selectors import cluster_get, cluster_jobs, cluster_list, node_list
+from clusters.inventory.forms import (
+    AdmissionForm,
+    ClusterForm,
+    KubeconfigClusterForm,
+    NodeFilterForm,
+)
+from clusters.inventory.selectors import (
+    cluster_get,
+    cluster_jobs,
+    cluster_list,
+    cluster_queues_answer,
+    node_list,
+)
 from clusters.inventory.services import (
     cluster_create,
     cluster_poll_request,
@@ -66,6 +77,7 @@ def cluster_detail_view(request: HttpRequest, name: str) -> HttpResponse:
     cluster = _cluster(request, name)
     return render(request, "clusters/inventory/cluster_detail.html", {
         "cluster": cluster,
+        "queues": cluster_queues_answer(user=request.user, cluster=cluster),
         "storage_classes": cluster.storage_classes.order_by("name"),
         "network_domains": cluster.network_domains.order_by("name"),
         "jobs": cluster_jobs(user=request.user, cluster=cluster)[:JOBS_SHOWN],
@@ -120,6 +132,26 @@ def cluster_edit_view(request: HttpRequest, name: str) -> HttpResponse:
             messages.success(request, _("Cluster %(name)s saved.") % {"name": cluster.name})
             return redirect("clusters:detail", name=cluster.name)
     return render(request, "clusters/inventory/cluster_form.html", {
+        "form": form, "cluster": cluster,
+    })
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def cluster_admission_view(request: HttpRequest, name: str) -> HttpResponse:
+    """A cluster's admission (none or Kueue) and its team → LocalQueue map (platform admins)."""
+    require_platform_admin(request.user)
+    cluster = _cluster(request, name)
+    form = AdmissionForm(request.POST or None, cluster=cluster)
+    if request.method == "POST" and form.is_valid():
+        try:
+            cluster_update(cluster=cluster, **form.update_arguments())
+        except ApplicationError as exc:
+            _add_service_errors(form, exc)
+        else:
+            messages.success(request, _("Admission of %(name)s saved.") % {"name": cluster.name})
+            return redirect("clusters:detail", name=cluster.name)
+    return render(request, "clusters/inventory/cluster_admission.html", {
         "form": form, "cluster": cluster,
     })
 

@@ -19,6 +19,11 @@ from typing import Any
 
 import yaml
 
+from clusters.kueue import (
+    POD_GROUP_NAME_LABEL,
+    POD_GROUP_TOTAL_COUNT_ANNOTATION,
+    QUEUE_NAME_LABEL,
+)
 from clusters.types import GPU_RESOURCE
 from jobs.core.images import pinned_image
 from jobs.core.spec import (
@@ -30,6 +35,7 @@ from jobs.core.spec import (
     field_of,
     header_index,
     is_count,
+    job_namespace,
     role_match,
     role_selector,
     spec_roles,
@@ -55,6 +61,7 @@ __all__ = [
     "Manifest",
     "build_manifest",
     "dump_yaml",
+    "kueue_queue",
     "plan_tasks",
     "render_manifest",
     "start_scripts",
@@ -201,7 +208,30 @@ def _container(role: object, script: str) -> dict[str, Any]:
     return container
 
 
-def _task(role: object, plan: TaskPlan, script: str, job_name: str) -> dict[str, Any]:
+def kueue_queue(spec: JobSpec, ctx: CheckContext) -> str | None:
+    """The team's LocalQueue when the Job goes to a Kueue cluster (the Header role's cluster,
+    where the Job is created), else None; `admission.no_queue` reports a team without one."""
+    head = header_index(spec)
+    if head is None:
+        return None
+    facts = ctx.clusters.get(as_text(field_of(spec_roles(spec)[head], "cluster")))
+    return facts.kueue_queue(field_of(spec, "team")) if facts is not None else None
+
+
+def _template_metadata(plan: TaskPlan, job_name: str, queue: str | None) -> dict[str, Any]:
+    """A task's pod template metadata: RLark's labels, and on a Kueue cluster Kueue's plain pod
+    group (every pod of the Job, the group's size the sum of all replicas)."""
+    labels = {LABEL_JOB: job_name, LABEL_TASK: plan.task_name}
+    if queue is None:
+        return {"labels": labels}
+    labels[QUEUE_NAME_LABEL] = queue
+    labels[POD_GROUP_NAME_LABEL] = job_name
+    return {"labels": labels,
+            "annotations": {POD_GROUP_TOTAL_COUNT_ANNOTATION: str(plan.total_nodes)}}
+
+
+def _task(role: object, plan: TaskPlan, script: str, job_name: str,
+          queue: str | None) -> dict[str, Any]:
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "nodeSelector": dict(sorted(role_selector(role).items())),
@@ -213,10 +243,7 @@ def _task(role: object, plan: TaskPlan, script: str, job_name: str) -> dict[str,
         "name": plan.task_name,
         "head": plan.head,
         "replicas": plan.replicas,
-        "template": {
-            "metadata": {"labels": {LABEL_JOB: job_name, LABEL_TASK: plan.task_name}},
-            "spec": pod_spec,
-        },
+        "template": {"metadata": _template_metadata(plan, job_name, queue), "spec": pod_spec},
     }
 
 
@@ -232,21 +259,12 @@ def _job_spec(spec: JobSpec, ctx: CheckContext) -> dict[str, Any]:
         section["sshAuthorizedKeys"] = keys
     if log_dir := as_text(field_of(spec, "tensorboard_log_dir")):
         section["tensorboard"] = {"logDir": log_dir}
+    queue = kueue_queue(spec, ctx)
     section["tasks"] = [
-        _task(role, plan, script, job_name)
+        _task(role, plan, script, job_name, queue)
         for role, plan, script in zip(roles, plans, scripts, strict=True)
     ]
     return section
-
-
-def _namespace(spec: JobSpec, ctx: CheckContext) -> str:
-    """The namespace of the first node (by cluster, then node name) the Header role matches."""
-    head = header_index(spec)
-    if head is None:
-        return ""
-    header = spec_roles(spec)[head]
-    nodes = sorted(role_match(header, ctx).nodes, key=lambda n: (n.cluster, n.name))
-    return nodes[0].namespace if nodes else ""
 
 
 def _record_id(value: object) -> str:
@@ -260,7 +278,7 @@ def _render(spec: JobSpec, ctx: CheckContext) -> tuple[dict[str, Any], str]:
     deployment_parameters = field_of(spec, "deployment_parameters_id", None)
     metadata = {
         "name": as_text(field_of(spec, "name")),
-        "namespace": _namespace(spec, ctx),
+        "namespace": job_namespace(spec, ctx),
         "labels": {
             "app.kubernetes.io/managed-by": MANAGED_BY,
             LABEL_TEAM: as_text(field_of(spec, "team")),

@@ -42,6 +42,7 @@ __all__ = [
     "field_of",
     "header_index",
     "is_count",
+    "job_namespace",
     "role_match",
     "role_selector",
     "selector_key",
@@ -251,3 +252,13 @@ def header_index(spec: JobSpec) -> int | None:
         if field_of(role, "name") == header:
             return index
     return None
+
+
+def job_namespace(spec: JobSpec, ctx: CheckContext) -> str:
+    """Where the Job is created: the namespace of the first node (by cluster, then node name)
+    the Header role matches ("" without a Header role or a match)."""
+    head = header_index(spec)
+    if head is None:
+        return ""
+    nodes = role_match(spec_roles(spec)[head], ctx).nodes
+    return min(nodes, key=lambda n: (n.cluster, n.name)).namespace if nodes else ""

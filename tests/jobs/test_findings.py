@@ -35,6 +35,7 @@ from jobs.core.spec import (
 )
 from jobs.core.sshkeys import SSHKeyError, fingerprint_sha256, validate_openssh_public_key
 from rlark_site.foundation.findings import Finding
+from tests.jobs import test_admission_findings as admission_cases
 from tests.jobs.fleet_context import (
     ALICE_FINGERPRINT,
     ALICE_KEY,
@@ -265,6 +266,9 @@ FIRING: dict[str, Case] = {
     "tensorboard.path.invalid": spec_case(clean_spec(tensorboard_log_dir="tb/logs")),
     "start_script.too_long": role_case(1, prepare_script=LONG),
     "manifest.too_large": roles_case(many_roles(9, prepare_script=BIG)),
+    "admission.no_queue": admission_cases.no_queue_case,
+    "admission.queue_unknown": admission_cases.queue_unknown_case,
+    "admission.exceeds_quota": admission_cases.exceeds_quota_case,
 }
 
 

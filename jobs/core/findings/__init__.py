@@ -3,8 +3,8 @@
 `check(spec, ctx)` is pure (no database: everything outside the draft comes from `ctx`)
 and total: it never raises, whatever the draft holds (wrong types, huge or hostile
 strings). Findings come in a stable order: the job itself, its deployment parameters
-(confirmed, current, describing the job), then each role in order,
-then the common configuration, then the size of what would be rendered. Every code,
+(confirmed, current, describing the job), then each role in order, then the common
+configuration, then admission (Kueue), then the size of what would be rendered. Every code,
 its severity and meaning is listed in docs/findings.md.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from jobs.core.findings.admission import admission_findings
 from jobs.core.findings.base import CheckedRole
 from jobs.core.findings.common import MAX_MANIFEST_SCRIPT_BYTES, common_findings, size_findings
 from jobs.core.findings.images import (
@@ -68,5 +69,6 @@ def check(spec: JobSpec, ctx: CheckContext) -> list[Finding]:
         findings += _role_findings(CheckedRole(spec=spec, ctx=ctx, index=index, role=role), names)
         names.append(field_of(role, "name", None))
     findings += common_findings(spec, ctx, roles)
+    findings += admission_findings(spec, ctx)
     findings += size_findings(spec, ctx, roles)
     return findings
