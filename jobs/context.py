@@ -181,11 +181,13 @@ def _resolve_ssh_keys(
     return tuple(lines), tuple(unknown)
 
 
-def spec_from_job(job: Job, *, team_keys: Mapping[str, str] | None = None) -> JobSpec:
+def spec_from_job(job: Job, *, team_keys: Mapping[str, str] | None = None,
+                  roles: Sequence[Role] | None = None) -> JobSpec:
     """The frozen spec of a job draft; SSH key names are resolved to the team's key lines.
 
     Prefetch `roles` and select `team` to keep this at one query (the SSH keys; none when the
-    caller passes the `team_keys` it already read).
+    caller passes the `team_keys` it already read). `roles`: the roles to judge instead of the
+    stored ones (an unsaved draft, `jobs.drafts.services.draft_preview`).
     """
     keys = team_ssh_keys(job.team_id) if team_keys is None else team_keys
     lines, _unknown = _resolve_ssh_keys(_requested_key_names(job), keys)
@@ -193,7 +195,7 @@ def spec_from_job(job: Job, *, team_keys: Mapping[str, str] | None = None) -> Jo
         team=job.team.slug,
         name=job.name,
         task_type=job.task_type,
-        roles=tuple(role_spec(role) for role in job.roles.all()),
+        roles=tuple(role_spec(role) for role in (job.roles.all() if roles is None else roles)),
         header_role=job.header_role,
         network_domain=job.network_domain,
         ssh_keys=lines,
@@ -481,14 +483,17 @@ def _record_links(spec: JobSpec, team: Team, rows: Sequence[Mapping[str, Any]]
     return links
 
 
-def evaluate(job: Job, *, team_keys: Mapping[str, str] | None = None) -> Evaluation:
+def evaluate(job: Job, *, team_keys: Mapping[str, str] | None = None,
+             roles: Sequence[Role] | None = None) -> Evaluation:
     """Check a stored job: its spec, the context it was checked in, and the findings.
 
     `team_keys`: the team's SSH keys by name (`team_ssh_keys`) if the caller read them.
+    `roles`: judge these roles instead of the stored ones (an unsaved draft: nothing is read
+    or written for the job itself beyond what the engine's world needs).
     """
     if team_keys is None:
         team_keys = team_ssh_keys(job.team_id)  # read once for the spec and the context
-    spec = spec_from_job(job, team_keys=team_keys)
+    spec = spec_from_job(job, team_keys=team_keys, roles=roles)
     inventory = cluster_inventory_of(spec)
     ctx = check_context_for(
         spec, team=job.team, exclude_job_id=job.pk, ssh_key_names=_requested_key_names(job),

@@ -284,6 +284,9 @@ class RunRecord(models.Model):
     deployment_parameters_snapshot = models.JSONField(default=dict)
     verifications_snapshot = models.JSONField(default=list)
     findings_snapshot = models.JSONField(default=list)  # warnings accepted at submission
+    # The draft body as submitted, as a job file's `spec` (jobs.jobfiles.document.spec_of): what
+    # `GET jobs/{name}/job-file/` exports and `clone` starts from. {} for runs frozen before it.
+    job_file_snapshot = models.JSONField(default=dict, blank=True)
     frozen_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
     )

@@ -3,6 +3,7 @@ from django.urls import include, path
 app_name = "jobs"
 urlpatterns = [
     path("", include("jobs.drafts.urls")),
+    path("", include("jobs.jobfiles.urls")),
     path("", include("jobs.wizard.urls")),
     path("", include("jobs.records.urls")),
     path("", include("jobs.observe.urls")),

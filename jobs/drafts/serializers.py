@@ -34,19 +34,29 @@ MAX_TEXT = 100_000  # scripts and other free text
 LAUNCH_LIST_URL = "api:launch-list-detail"
 DEPLOYMENT_PARAMETERS_URL = "api:deployment-parameters-detail"
 
-# An integer is also a number: `oneOf` over integer and number would match it twice (invalid).
-_SCALAR_SCHEMA = {"oneOf": [{"type": "number"}, {"type": "string"}]}
-_PAIRS_SCHEMA = {
+# The schemas of the custom fields below (OpenAPI 3.0 and the job-file schema,
+# jobs.jobfiles.schema), with the limits their code enforces; a label key's length is checked
+# by the code only (OpenAPI 3.0 has no propertyNames). An integer is also a number: `oneOf`
+# over integer and number would match it twice (invalid).
+MAX_SCALAR_TEXT = 255
+MAX_LABEL_TEXT = 316  # the longest label key: 253-character prefix, '/', 63-character name
+_SCALAR_SCHEMA: dict[str, Any] = {
+    "oneOf": [{"type": "number"}, {"type": "string", "maxLength": MAX_SCALAR_TEXT}]}
+_LABEL_SCHEMA: dict[str, Any] = {"type": "string", "maxLength": MAX_LABEL_TEXT}
+_PAIRS_SCHEMA: dict[str, Any] = {
     "oneOf": [
-        {"type": "object", "additionalProperties": {"type": "string"}},
-        {"type": "array", "items": {"type": "array", "items": {"type": "string"},
-                                    "minItems": 2, "maxItems": 2}},
+        {"type": "object", "additionalProperties": _LABEL_SCHEMA,
+         "maxProperties": MAX_CONDITIONS},
+        {"type": "array", "maxItems": MAX_CONDITIONS,
+         "items": {"type": "array", "items": _LABEL_SCHEMA, "minItems": 2, "maxItems": 2}},
     ]
 }
-_DEVICES_SCHEMA = {
+_DEVICES_SCHEMA: dict[str, Any] = {
     "oneOf": [
-        {"type": "object", "additionalProperties": _SCALAR_SCHEMA},
-        {"type": "array", "items": {"type": "array", "minItems": 2, "maxItems": 2}},
+        {"type": "object", "additionalProperties": _SCALAR_SCHEMA,
+         "maxProperties": MAX_ITEMS},
+        {"type": "array", "maxItems": MAX_ITEMS,
+         "items": {"type": "array", "items": _SCALAR_SCHEMA, "minItems": 2, "maxItems": 2}},
     ]
 }
 
@@ -70,7 +80,7 @@ def _scalar(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, float)):
         return value
     if isinstance(value, str):
-        if len(value) > 255:
+        if len(value) > MAX_SCALAR_TEXT:
             raise serializers.ValidationError(gettext("At most 255 characters."))
         _check_text(value)
         return value
@@ -82,7 +92,7 @@ def _label_text(value: Any, what: str) -> str:
         raise serializers.ValidationError(
             gettext("Each %(what)s must be a string.") % {"what": what}
         )
-    if len(value) > 316:  # the longest label key: 253-character prefix, '/', 63-character name
+    if len(value) > MAX_LABEL_TEXT:
         raise serializers.ValidationError(
             gettext("A label key or value is at most 316 characters.")
         )
@@ -106,6 +116,8 @@ def _pair_items(data: Any, *, limit: int, message: str) -> list[list[Any]]:
 class SelectorField(serializers.Field):
     """``{"key": "value"}`` or ``[["key", "value"], ...]`` (a key may repeat: it is reported)."""
 
+    json_schema = _PAIRS_SCHEMA
+
     def to_internal_value(self, data: Any) -> list[list[str]]:
         items = _pair_items(
             data, limit=MAX_CONDITIONS,
@@ -123,6 +135,8 @@ class SelectorField(serializers.Field):
 class DevicesField(serializers.Field):
     """``{"rlinf.io/rdma": 1}`` or ``[["rlinf.io/rdma", 1], ...]``; counts kept as typed."""
 
+    json_schema = _DEVICES_SCHEMA
+
     def to_internal_value(self, data: Any) -> list[list[Any]]:
         items = _pair_items(
             data, limit=MAX_ITEMS,
@@ -138,6 +152,8 @@ class DevicesField(serializers.Field):
 class ScalarField(serializers.Field):
     """A number or a string, kept as typed (the engine judges it)."""
 
+    json_schema = _SCALAR_SCHEMA
+
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("allow_null", True)
         super().__init__(**kwargs)
@@ -152,8 +168,8 @@ class ScalarField(serializers.Field):
 class ResourceSerializer(serializers.Serializer):
     """CPU or memory: Kubernetes quantities, e.g. ``{"request": "16", "limit": "32"}``."""
 
-    request = ScalarField(required=False)
-    limit = ScalarField(required=False)
+    request = ScalarField(required=False, help_text="a Kubernetes quantity")
+    limit = ScalarField(required=False, help_text="a Kubernetes quantity, at least the request")
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, Mapping):
@@ -166,8 +182,9 @@ class ResourceSerializer(serializers.Serializer):
 
 
 class EnvSerializer(serializers.Serializer):
-    name = _text_field(max_length=255)
-    value = _text_field()
+    name = _text_field(max_length=255, help_text="a C identifier, unique in the role, not one "
+                       "of the platform's reserved names")
+    value = _text_field(help_text="the value (text)")
 
 
 class MountSerializer(serializers.Serializer):
@@ -182,18 +199,26 @@ class MountSerializer(serializers.Serializer):
 
 
 class RoleSerializer(serializers.Serializer):
-    name = _text_field(max_length=255)
-    cluster = _text_field(max_length=63)
-    selector = SelectorField(required=False)
+    name = _text_field(max_length=255, help_text="the role's name (1-63 letters, digits or "
+                       "hyphens); its Task is the lower-cased name")
+    cluster = _text_field(max_length=63, help_text="the cluster the role runs in")
+    selector = SelectorField(required=False, help_text="node labels every worker's node must "
+                             "have (AND); the matched node count becomes the replicas")
     gpus = ScalarField(required=False, help_text="GPUs per worker (an integer >= 0)")
-    devices = DevicesField(required=False)
-    cpu = ResourceSerializer(required=False, allow_null=True)
-    memory = ResourceSerializer(required=False, allow_null=True)
-    image = _text_field(max_length=4096)
-    image_digest = _text_field(max_length=255, allow_null=True)
-    prepare_script = _text_field()
-    env = serializers.ListField(child=EnvSerializer(), required=False, max_length=MAX_ITEMS)
-    mounts = serializers.ListField(child=MountSerializer(), required=False, max_length=MAX_ITEMS)
+    devices = DevicesField(required=False, help_text="rlinf.io/* resources per worker, by name")
+    cpu = ResourceSerializer(required=False, allow_null=True,
+                             help_text="CPU per worker (Kubernetes quantities)")
+    memory = ResourceSerializer(required=False, allow_null=True,
+                                help_text="memory per worker (Kubernetes quantities)")
+    image = _text_field(max_length=4096, help_text="the container image; repo@sha256:<64 hex> "
+                        "preferred")
+    image_digest = _text_field(max_length=255, allow_null=True,
+                               help_text="the recorded sha256 digest of a tag reference")
+    prepare_script = _text_field(help_text="runs on every worker of the role before ray start")
+    env = serializers.ListField(child=EnvSerializer(), required=False, max_length=MAX_ITEMS,
+                                help_text="environment variables of the role's workers")
+    mounts = serializers.ListField(child=MountSerializer(), required=False, max_length=MAX_ITEMS,
+                                   help_text="host directories and object storage")
 
 
 class JobDraftSerializer(serializers.Serializer):
@@ -201,19 +226,29 @@ class JobDraftSerializer(serializers.Serializer):
 
     team = serializers.CharField(required=False, help_text="team slug; default: your first team")
     name = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False,
-                                 max_length=255)
+                                 max_length=255, help_text="the job's name, unique platform-wide")
     task_type = _text_field(max_length=40, help_text="rl | data_collection | evaluation | custom")
-    header_role = _text_field(max_length=255, allow_null=True)
+    header_role = _text_field(max_length=255, allow_null=True,
+                              help_text="the name of the Header role (its Task runs the Ray head "
+                              "and the run script)")
     roles = serializers.ListField(child=RoleSerializer(), required=False, allow_null=True,
-                                  max_length=MAX_ROLES)
-    network_domain = _text_field(max_length=255, allow_null=True)
+                                  max_length=MAX_ROLES, help_text="the roles, in order; omitted: "
+                                  "the job type's initial roles, empty")
+    network_domain = _text_field(max_length=255, allow_null=True,
+                                 help_text="a cross-cluster network domain")
     ssh_keys = serializers.ListField(child=_text_field(max_length=100), required=False,
-                                     allow_null=True, max_length=MAX_ITEMS)
-    run_script = _text_field()
-    tensorboard_log_dir = _text_field(max_length=4096, allow_null=True)
-    image_compatibility_confirmed = serializers.BooleanField(required=False)
-    launch_list = serializers.IntegerField(required=False, allow_null=True)
-    deployment_parameters = serializers.IntegerField(required=False, allow_null=True)
+                                     allow_null=True, max_length=MAX_ITEMS,
+                                     help_text="names of the team's SSH keys")
+    run_script = _text_field(help_text="executed by the Head Task after Ray starts; cd "
+                             "explicitly")
+    tensorboard_log_dir = _text_field(max_length=4096, allow_null=True,
+                                      help_text="absolute path in the container")
+    image_compatibility_confirmed = serializers.BooleanField(
+        required=False, help_text="confirms that different role images are runtime-compatible")
+    launch_list = serializers.IntegerField(required=False, allow_null=True,
+                                           help_text="id of the team's launch list")
+    deployment_parameters = serializers.IntegerField(
+        required=False, allow_null=True, help_text="id of the team's deployment parameters")
 
 
 def _pairs_out(value: Any) -> Any:

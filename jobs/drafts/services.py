@@ -29,6 +29,7 @@ from rlark_site.foundation.validators import has_control_characters
 __all__ = [
     "JOB_NAME_MAX_LENGTH",
     "SSH_KEY_NAME_MAX_LENGTH",
+    "draft_preview",
     "job_create",
     "job_delete",
     "job_update",
@@ -282,6 +283,20 @@ def job_preview(*, job: Job, data: Mapping[str, Any]) -> Job:
     preview = copy.copy(job)
     _apply_fields(preview, data, partial=True)
     return preview
+
+
+def draft_preview(*, job: Job, data: Mapping[str, Any]) -> tuple[Job, list[Role]]:
+    """The draft `job_update(partial=False)` (or `job_create` for an unsaved `job`) would store
+    from `data`, with its roles, built in memory and not saved: what `evaluate(..., roles=)`
+    judges and what a job file is compared with. Refuses what the write would refuse (another
+    team's launch list or deployment parameters)."""
+    preview = copy.copy(job)
+    _apply_fields(preview, data, partial=False)
+    if data.get("roles") is not None:
+        roles = data["roles"]
+    else:
+        roles = _initial_roles(preview.task_type)
+    return preview, [_role(preview, index, body) for index, body in enumerate(roles)]
 
 
 @transaction.atomic

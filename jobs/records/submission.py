@@ -54,6 +54,7 @@ from clusters.models import Cluster
 from jobs.context import Evaluation, evaluate
 from jobs.core.render import ANNOTATION_SPEC_SHA256, LABEL_TEAM, build_manifest
 from jobs.core.spec import JobSpec
+from jobs.jobfiles.document import spec_of
 from jobs.models import AttemptOutcome, Job, JobState, RunRecord, SubmissionAttempt
 from jobs.records import conf
 from jobs.records.lifecycle import move, sources
@@ -182,6 +183,7 @@ def job_submit(*, job: Job, user: Any) -> RunRecord:
             ),
             verifications_snapshot=verifications_snapshot(_verification_ids(evaluation, locked)),
             findings_snapshot=[finding.as_dict() for finding in evaluation.findings],
+            job_file_snapshot=spec_of(locked),
             frozen_by=user,
         )
     _enqueue_after_commit(record.pk)

@@ -21,9 +21,10 @@ from django.views.decorators.http import require_POST
 from clusters.verifications.services import verification_request
 from jobs.context import Evaluation
 from jobs.core.images import IMAGE_PLACEHOLDER
-from jobs.core.spec import RoleSpec, header_index, role_match
+from jobs.core.spec import header_index, role_match
 from jobs.core.startscript import RESERVED_ENV_NAMES
 from jobs.drafts.services import job_update
+from jobs.jobfiles.services import usable_selector, verification_asks
 from jobs.models import Job
 from jobs.wizard.bodies import role_bodies
 from jobs.wizard.common import (
@@ -78,10 +79,6 @@ def _role_index(raw: str | None, count: int) -> int:
     return min(index, max(count - 1, 0))
 
 
-def _usable_selector(role: RoleSpec) -> dict[str, str]:
-    return {k: v for k, v in role.selector if isinstance(k, str) and isinstance(v, str)}
-
-
 def _include_role(index: int) -> Callable[[FindingView], bool]:
     """Findings edited on role `index`'s tab of step 2."""
     return lambda f: f.place.step == STEP_WORKERS and f.place.role == index
@@ -105,7 +102,7 @@ def _panel(*, index: int, body: Mapping[str, Any], evaluation: Evaluation,
         hints=[f"roles[{index}].{p}" for p in ("gpus", "image", "selector", "env")],
     )
     is_header = header_index(evaluation.spec) == index
-    selector = _usable_selector(role)
+    selector = usable_selector(role)
     view = evaluation.ctx.verification_for(role.cluster, selector) if role.cluster else None
     placeable = role.cluster in clusters and bool(selector) and not any(
         f.code in _UNUSABLE_SELECTOR for f in fields[f"roles[{index}].selector"].findings
@@ -223,15 +220,6 @@ def role_matches(request: HttpRequest, name: str, index: int) -> HttpResponse:
     })
 
 
-def _asks(role: RoleSpec) -> dict[str, Any]:
-    """What the verification should confirm besides placement: GPUs, devices, host paths."""
-    gpus = role.gpus if isinstance(role.gpus, int) and not isinstance(role.gpus, bool) else 0
-    devices = {str(n): c for n, c in role.devices if isinstance(c, int) and c > 0}
-    paths = [m.source for m in role.mounts if m.kind == "host_path" and m.source]
-    return {"requested_gpu": gpus or None, "requested_devices": devices or None,
-            "requested_host_paths": paths or None}
-
-
 @login_required
 @require_POST
 def request_verification(request: HttpRequest, name: str, index: int) -> HttpResponse:
@@ -252,8 +240,8 @@ def request_verification(request: HttpRequest, name: str, index: int) -> HttpRes
             raise ApplicationError(_("Choose the role's cluster first."))
         verification = verification_request(
             team=job.team, user=cast(AbstractBaseUser, request.user), cluster=cluster,
-            selector=_usable_selector(role),
-            for_header_role=header_index(evaluation.spec) == index, **_asks(role),
+            selector=usable_selector(role),
+            for_header_role=header_index(evaluation.spec) == index, **verification_asks(role),
             job_name=job.name, role_name=str(role.name),
         )
     except ApplicationError as exc:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from rlark_site.foundation.apiversion import API_VERSION_TEXT
 from rlark_site.foundation.conf import env_int, env_str
 
 REST_FRAMEWORK = {
@@ -46,7 +47,7 @@ RLARK_TOKEN_MAX_TTL_DAYS = env_int("RLARK_TOKEN_MAX_TTL_DAYS", 365)
 SPECTACULAR_SETTINGS = {
     "TITLE": "RLark API",
     "DESCRIPTION": "Launch distributed reinforcement-learning runs on Kubernetes.",
-    "VERSION": "1.0.0",
+    "VERSION": f"{API_VERSION_TEXT}.0",  # the X-RLark-API-Version header's, .0
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
