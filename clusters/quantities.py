@@ -13,7 +13,10 @@ grammar. RLark also rejects negative amounts and amounts above 2^63 (no resource
 request can use them).
 
 The one parser: the findings engine checks requests and sizes with `parse_quantity`, the
-inventory and the fleet simulator read allocatable counts with `parse_count`. Pure.
+inventory and the fleet simulator read allocatable counts with `parse_count`, and the pod
+request rule (`clusters.podrequests`) adds quantities exactly as whole nano units
+(`nano_units`: Kubernetes keeps nothing finer than 1n and rounds finer amounts up). The
+`format_*` functions write amounts back as quantity strings. Pure.
 """
 
 from __future__ import annotations
@@ -21,7 +24,17 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation, localcontext
 
-__all__ = ["QuantityError", "is_quantity", "parse_count", "parse_quantity"]
+__all__ = [
+    "NANO",
+    "QuantityError",
+    "format_bytes",
+    "format_count",
+    "format_milli",
+    "is_quantity",
+    "nano_units",
+    "parse_count",
+    "parse_quantity",
+]
 
 _QUANTITY = re.compile(
     r"(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+))"
@@ -91,3 +104,39 @@ def parse_count(value: str | int) -> int | None:
     except QuantityError:
         return None
     return int(amount) if amount == amount.to_integral_value() else None
+
+
+NANO = 10**9
+"""Nano units per base unit: Kubernetes quantities carry at most nine decimal places."""
+
+
+def nano_units(text: str) -> int:
+    """The amount `text` stands for in whole nano units, rounded up (as Kubernetes rounds an
+    amount finer than 1n up to 1n). Raises `QuantityError` like `parse_quantity`."""
+    with localcontext() as context:
+        context.prec = 90  # exact: at most 64 characters of digits, scaled by 10^(9+18)
+        amount = parse_quantity(text) * NANO
+    whole = int(amount)
+    return whole + (amount != whole)
+
+
+def format_milli(milli: int) -> str:
+    """Thousandths (millicores) as a quantity: `2` for 2000, `1500m` for 1500."""
+    return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
+
+
+_BINARY_SUFFIXES = (("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10))
+
+
+def format_bytes(amount: int) -> str:
+    """A byte count as a quantity, with the largest binary suffix that keeps it whole
+    (`64Gi`, `1536Mi`, `1000`)."""
+    for suffix, power in _BINARY_SUFFIXES:
+        if amount and amount % (1 << power) == 0:
+            return f"{amount >> power}{suffix}"
+    return str(amount)
+
+
+def format_count(amount: int) -> str:
+    """A whole count (GPUs, devices, pods) as a quantity."""
+    return str(amount)
