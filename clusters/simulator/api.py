@@ -24,6 +24,7 @@ from clusters.simulator.podquery import (
     LogOptions,
     parse_event_field_selector,
     parse_label_selector,
+    parse_pod_field_selector,
 )
 from clusters.simulator.routing import Request, Response, Router
 from clusters.simulator.schema import Admission, Cause, JobSchema
@@ -143,23 +144,39 @@ def delete_job(context: ClusterContext, request: Request, namespace: str, name: 
     return Response(200, success_status(details=details))
 
 
-def list_pods(context: ClusterContext, request: Request, namespace: str) -> Response:
-    """Pods of a namespace, filtered by `labelSelector`, paginated like nodes."""
+def _pods_page(context: ClusterContext, request: Request, namespace: str | None) -> Response:
     cluster = context.cluster
-    cluster.require_namespace(namespace)
-    text = request.query.get("labelSelector", "")
-    selector = parse_label_selector(text)
-    page = _page(
-        cluster, request, kind=f"pods/{namespace}/{text}", supported=("labelSelector",),
-        items=lambda: [p for p in cluster.pod_items(namespace)
-                       if selector(p["metadata"].get("labels") or {})],
-    )
+    label_text = request.query.get("labelSelector", "")
+    field_text = request.query.get("fieldSelector", "")
+    labels = parse_label_selector(label_text)
+    fields = parse_pod_field_selector(field_text)
+
+    def items() -> list[Any]:
+        listed = cluster.pod_list()
+        pods = listed.pods if fields.node is None else listed.by_node.get(fields.node, [])
+        return [pod for pod in pods
+                if (namespace is None or pod["metadata"]["namespace"] == namespace)
+                and fields.matches(pod) and labels(pod["metadata"].get("labels") or {})]
+
+    page = _page(cluster, request, kind=f"pods/{namespace or ''}/{label_text}/{field_text}",
+                 supported=("labelSelector", "fieldSelector"), items=items)
     return _encoded_response(page, cluster.encoded_pods(page.items), api_version="v1",
                              kind="PodList")
 
 
+def list_pods(context: ClusterContext, request: Request, namespace: str) -> Response:
+    """Pods of a namespace, filtered by `labelSelector` and `fieldSelector`, paginated."""
+    context.cluster.require_pod_namespace(namespace)
+    return _pods_page(context, request, namespace)
+
+
+def list_all_pods(context: ClusterContext, request: Request) -> Response:
+    """Pods of every namespace (Jobs' and foreign), filtered and paginated likewise."""
+    return _pods_page(context, request, None)
+
+
 def get_pod(context: ClusterContext, request: Request, namespace: str, name: str) -> Response:
-    context.cluster.require_namespace(namespace)
+    context.cluster.require_pod_namespace(namespace)
     return Response(200, context.cluster.get_pod(namespace, name))
 
 
@@ -168,7 +185,7 @@ def read_pod_log(context: ClusterContext, request: Request, namespace: str,
     """The container log as text: `tailLines`, `sinceSeconds`/`sinceTime`, `previous`,
     `timestamps`, `limitBytes`, and `follow` (streams new lines for a bounded time)."""
     cluster = context.cluster
-    cluster.require_namespace(namespace)
+    cluster.require_pod_namespace(namespace)
     options = LogOptions.from_query(request.query)
     pod = cluster.get_pod(namespace, name)
     container = options.container
@@ -291,6 +308,7 @@ def build_router() -> Router:
     router = Router()
     router.add("GET", "/version", version)
     router.add("GET", "/api/v1/nodes", list_nodes)
+    router.add("GET", "/api/v1/pods", list_all_pods)
     router.add("GET", f"/api/v1/namespaces/{_NAMESPACE}/pods", list_pods)
     router.add("GET", f"/api/v1/namespaces/{_NAMESPACE}/pods/{_NAME}", get_pod)
     router.add("GET", f"/api/v1/namespaces/{_NAMESPACE}/pods/{_NAME}/log", read_pod_log)

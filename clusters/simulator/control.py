@@ -6,6 +6,7 @@ Documented in docs/simulator.md.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import jsonschema
@@ -15,19 +16,24 @@ from clusters.simulator.core import Simulator
 from clusters.simulator.faults import FaultSpec, fault_problems, fault_spec_from_dict
 from clusters.simulator.fleet import (
     NODE_SCHEMA,
+    POD_SCHEMA,
     allocatable_problems,
+    foreign_pod_problems,
+    foreign_pod_spec_from_dict,
     label_problems,
     node_spec_from_dict,
 )
 from clusters.simulator.objects import ApiError, now_timestamp
 from clusters.simulator.pods import POD_PHASES, ContainerEnd, PodOverride
 from clusters.simulator.routing import Request, Response, Router
+from clusters.simulator.scheduler import fit_refusal, node_allocatable
 from clusters.simulator.state import ClusterState
 
 _CLUSTER = r"/clusters/(?P<cluster>[^/]+)"
 _NODE = _CLUSTER + r"/nodes/(?P<node>[^/]+)"
 _JOB = _CLUSTER + r"/namespaces/(?P<namespace>[^/]+)/jobs/(?P<name>[^/]+)"
 _POD = _CLUSTER + r"/namespaces/(?P<namespace>[^/]+)/pods/(?P<pod>[^/]+)"
+_FOREIGN_POD = _CLUSTER + r"/pods/(?P<pod>[^/]+)"
 _END_SCHEMA: dict[str, Any] = {
     "type": ["object", "null"],
     "additionalProperties": False,
@@ -178,6 +184,39 @@ def remove_node(simulator: Simulator, request: Request, cluster: str, node: str)
     return Response(200, {"removed": node})
 
 
+def _refuse(problems: list[str]) -> None:
+    if problems:
+        raise ApiError(400, "; ".join(problems))
+
+
+def add_foreign_pod(simulator: Simulator, request: Request, cluster: str) -> Response:
+    """Bind a foreign workload's pod to a node: it takes capacity there (while it exists)
+    and shows in the cluster's pods lists. 400 when the body is wrong or the pod does not
+    fit the node's free capacity, 409 when a pod of that name exists."""
+    state = _cluster(simulator, cluster)
+    document = request.json()
+    errors = list(jsonschema.Draft202012Validator(POD_SCHEMA).iter_errors(document))
+    _refuse([f"{'.'.join(map(str, e.absolute_path)) or 'body'}: {e.message}" for e in errors])
+    nodes = {node.name: node for node in state.node_specs()}
+    _refuse(foreign_pod_problems(document, frozenset(nodes)))
+    spec = foreign_pod_spec_from_dict(document)
+    with simulator.scheduling:
+        request_units = spec.request()
+        used: Mapping[str, int] = simulator.usage().get((cluster, spec.node), {})
+        refused = fit_refusal(request_units, node_allocatable(nodes[spec.node]), used)
+        if refused is not None:
+            raise ApiError(400, f"pod {spec.name} does not fit on node {spec.node}: "
+                                + ", ".join(refused.reasons))
+        return Response(201, state.add_foreign_pod(spec))
+
+
+def remove_foreign_pod(simulator: Simulator, request: Request, cluster: str,
+                       pod: str) -> Response:
+    """Delete a foreign pod: its capacity is free again."""
+    removed = _cluster(simulator, cluster).remove_foreign_pod(pod)
+    return Response(200, {"removed": pod, "namespace": removed["metadata"]["namespace"]})
+
+
 def set_job_phase(
     simulator: Simulator, request: Request, cluster: str, namespace: str, name: str
 ) -> Response:
@@ -311,6 +350,8 @@ def build_router() -> Router:
     router.add("POST", _CLUSTER + "/nodes", add_node)
     router.add("PATCH", _NODE, patch_node)
     router.add("DELETE", _NODE, remove_node)
+    router.add("POST", _CLUSTER + "/pods", add_foreign_pod)
+    router.add("DELETE", _FOREIGN_POD, remove_foreign_pod)
     router.add("POST", _JOB + "/phase", set_job_phase)
     router.add("POST", _JOB + "/progress", set_progress)
     router.add("PATCH", _POD, patch_pod)

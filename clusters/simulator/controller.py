@@ -1,25 +1,32 @@
-"""The simulator's Job controller: a deliberately small scheduler.
+"""The simulator's Job controller and scheduler pass.
 
-A Pending Job becomes Running when every task finds at least `replicas` ready
-nodes of the Job's own cluster (or, for a Job naming a cross-cluster network domain
-of the fleet in `spec.networkDomain`, of every cluster in that domain) that match its
-`nodeSelector` and whose
-allocatable covers the main container's `nvidia.com/gpu` and `rlinf.io/*`
-limits. Capacity is not reserved: two Jobs may count the same node. Otherwise the
-Job stays Pending with an `Unschedulable` reason saying which task lacks what.
-Succeeded and Failed are set from outside (the control endpoint).
+Each pass takes the Pending Jobs in the order they were created and, like kube-scheduler
+taking their pods one at a time, binds every unbound pod to the first node (by name) that
+passes `clusters.simulator.scheduler`'s filters: Ready, matching the Task's `nodeSelector`,
+with free capacity for the pod's effective request (what bound pods that have not ended
+already request counts against the node's allocatable: capacity is reserved while a pod
+lives) and not holding another replica of the same Task. The candidates are the nodes of
+the Job's own cluster, or of every cluster of the fleet network domain its
+`spec.networkDomain` names.
+
+A pod that fits nowhere stays Pending with `PodScheduled=False`, `reason: Unschedulable`
+and kube-scheduler's message, and gets a `FailedScheduling` event (again only when the
+message changes). Pods bind one by one, without gang scheduling: a Job whose pods only
+partly fit holds the nodes its bound pods got. A Job becomes Running once all its pods are
+bound; until then its status says, per Task short of nodes, how many it needs and how many
+it has. Succeeded and Failed are set from outside (the control endpoint).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from clusters.quantities import parse_count
-from clusters.simulator.fleet import NodeSpec
 from clusters.simulator.objects import now_timestamp
-from clusters.simulator.pods import main_container, pod_refs
+from clusters.simulator.pods import PodRef, main_container, pod_refs
+from clusters.simulator.scheduler import Candidate, Usage, place
 from clusters.simulator.state import ClusterState
 from clusters.types import DEVICE_PREFIX, GPU_RESOURCE
 
@@ -45,47 +52,89 @@ def task_requirements(task: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def _fits(node: NodeSpec, needs: dict[str, int]) -> bool:
-    for resource, amount in needs.items():
-        available = parse_count(node.allocatable.get(resource, "0"))
-        if amount > 0 and (available is None or available < amount):
-            return False
-    return True
-
-
 def _describe(selector: dict[str, str], needs: dict[str, int]) -> str:
     parts = [f"{key}={value}" for key, value in sorted(selector.items())]
     parts += [f"{key}>={amount}" for key, amount in sorted(needs.items()) if amount > 0]
     return ", ".join(parts) or "no constraints"
 
 
-def task_problem(task: dict[str, Any], nodes: Iterable[NodeSpec]) -> str | None:
-    """Why the task cannot be placed on `nodes` now, or None when it can."""
-    name = task.get("name", "?")
-    replicas = task.get("replicas")
-    if not isinstance(replicas, int):
-        replicas = 0
+def _selector(task: dict[str, Any]) -> dict[str, str]:
     selector = ((task.get("template") or {}).get("spec") or {}).get("nodeSelector") or {}
+    return selector if isinstance(selector, dict) else {}
+
+
+def _task_needs(task: dict[str, Any]) -> dict[str, int] | str:
+    """What the Task's main container asks of GPUs and devices, or why it cannot be read."""
     needs: dict[str, int] = {}
     for resource, quantity in task_requirements(task).items():
         amount = parse_count(quantity)
         if amount is None:
+            name = task.get("name", "?")
             return f"task {name}: {resource} limit {quantity!r} is not a whole number"
         needs[resource] = amount
-    matching = [n for n in nodes if all(n.labels.get(k) == v for k, v in selector.items())]
-    ready = [n for n in matching if n.ready]
-    fitting = [n for n in ready if _fits(n, needs)]
-    if len(fitting) >= replicas:
-        return None
-    return (
-        f"task {name} needs {replicas} ready node(s) with {_describe(selector, needs)}; "
-        f"{len(fitting)} available ({len(matching)} match the selector, {len(ready)} ready)"
+    return needs
+
+
+def _preempts(ref: PodRef) -> bool:
+    return (ref.template.get("spec") or {}).get("preemptionPolicy") != "Never"
+
+
+def _schedule_task(cluster: ClusterState, job: dict[str, Any], task: dict[str, Any],
+                   candidates: list[Candidate], usage: Usage) -> tuple[int, str | None]:
+    """Bind what fits of one Task's pods; (pods bound now, why the Task is short or None)."""
+    name = str(task.get("name"))
+    refs = [ref for ref in pod_refs(job) if ref.task == name]
+    needs = _task_needs(task)
+    namespace = job["metadata"]["namespace"]
+    bound = {ref.name: cluster.binding(namespace, ref.name) for ref in refs}
+    siblings = {(b.cluster, b.node) for b in bound.values() if b is not None}
+    newly = 0
+    for ref in refs:
+        if bound[ref.name] is not None:
+            continue
+        request = cluster.pod_request(job, ref)
+        if isinstance(needs, str) or isinstance(request, str):
+            message = needs if isinstance(needs, str) else str(request)
+            _unschedulable(cluster, job, ref, message)
+            continue
+        placement = place(request, candidates, usage, selector=_selector(task),
+                          siblings=siblings, preemption=_preempts(ref))
+        if placement.node is None:
+            _unschedulable(cluster, job, ref, placement.message)
+            continue
+        node = placement.node
+        cluster.bind(job, ref, cluster=node.cluster, node=node.node.name)
+        siblings.add(node.key)
+        newly += 1
+        cluster.record_event(job, kind="Pod", name=ref.name, reason="Scheduled",
+                             message=f"Successfully assigned {namespace}/{ref.name} to "
+                                     f"{node.node.name}")
+    placed = sum(1 for ref in refs if cluster.binding(namespace, ref.name) is not None)
+    if placed >= len(refs):
+        return newly, None
+    if isinstance(needs, str):
+        return newly, needs
+    matching = [c for c in candidates
+                if all(c.node.labels.get(k) == v for k, v in _selector(task).items())]
+    ready = sum(1 for c in matching if c.node.ready)
+    return newly, (
+        f"task {name} needs {len(refs)} ready node(s) with {_describe(_selector(task), needs)}; "
+        f"{placed} available ({len(matching)} match the selector, {ready} ready)"
     )
 
 
-def scheduling_problems(job: dict[str, Any], nodes: list[NodeSpec]) -> list[str]:
-    tasks = (job.get("spec") or {}).get("tasks") or []
-    problems = [task_problem(task, nodes) for task in tasks if isinstance(task, dict)]
+def _unschedulable(cluster: ClusterState, job: dict[str, Any], ref: PodRef,
+                   message: str) -> None:
+    if cluster.mark_unschedulable(job, ref, message):
+        cluster.record_event(job, kind="Pod", name=ref.name, reason="FailedScheduling",
+                             message=message, type="Warning")
+
+
+def scheduling_problems(cluster: ClusterState, job: dict[str, Any],
+                        candidates: list[Candidate], usage: Usage) -> list[str]:
+    """Bind what fits of the Job's pods; what keeps each short Task from running."""
+    tasks = [task for task in (job.get("spec") or {}).get("tasks") or [] if isinstance(task, dict)]
+    problems = [_schedule_task(cluster, job, task, candidates, usage)[1] for task in tasks]
     return [problem for problem in problems if problem is not None]
 
 
@@ -148,50 +197,38 @@ def phase_status(
 
 
 def reconcile_cluster(
-    cluster: ClusterState, *, domain_nodes: Mapping[str, list[NodeSpec]] | None = None
+    cluster: ClusterState, *, candidates: list[Candidate],
+    domain_candidates: Mapping[str, list[Candidate]] | None = None, usage: Usage,
 ) -> int:
-    """One controller pass over a cluster's Pending Jobs; returns how many changed.
+    """One scheduler and controller pass over a cluster's Pending Jobs; how many changed.
 
-    `domain_nodes` maps the network domains this cluster belongs to onto the nodes of all
-    their clusters.
+    `candidates` are the cluster's nodes; `domain_candidates` maps the network domains this
+    cluster belongs to onto the nodes of all their clusters; `usage` is what bound pods
+    request on every node of the fleet, and grows with each pod bound here.
     """
     changed = 0
     with cluster.lock:
-        nodes = cluster.node_specs()
-        for job in cluster.job_items(None):
+        for job in cluster.pending_jobs():
             status = job.get("status") or {}
-            if status.get("phase") != "Pending":
-                continue
             domain = (job.get("spec") or {}).get("networkDomain")
-            candidates = (domain_nodes or {}).get(domain, nodes) if domain else nodes
-            problems = scheduling_problems(job, candidates)
+            nodes = (domain_candidates or {}).get(domain, candidates) if domain else candidates
+            problems = scheduling_problems(cluster, job, nodes, usage)
             now = now_timestamp()
             new = pending_status(status, problems, now) if problems else running_status(status, now)
             if _comparable(new) != _comparable(status):
                 metadata = job["metadata"]
                 updated = cluster.replace_job_status(metadata["namespace"], metadata["name"], new)
-                _pod_events(cluster, updated, problems, candidates)
+                if not problems:
+                    _started_events(cluster, updated)
                 changed += 1
     return changed
 
 
-def _pod_events(
-    cluster: ClusterState, job: dict[str, Any], problems: list[str], nodes: list[NodeSpec]
-) -> None:
-    """The scheduler's and kubelet's events after a Job's pods were (not) placed."""
-    if problems:
-        message = "0/{} nodes are available: {}".format(len(nodes), "; ".join(problems))
-        for ref in pod_refs(job):
-            cluster.record_event(job, kind="Pod", name=ref.name, reason="FailedScheduling",
-                                 message=message, type="Warning")
-        return
-    placement = cluster.place_pods(job, nodes)
-    namespace = job["metadata"]["namespace"]
+def _started_events(cluster: ClusterState, job: dict[str, Any]) -> None:
+    """The kubelet's events once a Job's pods start."""
     for ref in pod_refs(job):
         image = main_container(ref.template).get("image") or ""
         for reason, message in (
-            ("Scheduled", f"Successfully assigned {namespace}/{ref.name} to "
-                          f"{placement.get(ref.name) or '?'}"),
             ("Pulled", f'Container image "{image}" already present on machine'),
             ("Created", "Created container main"),
             ("Started", "Started container main"),

@@ -11,6 +11,7 @@ from typing import Any
 from clusters.simulator.controller import reconcile_cluster
 from clusters.simulator.fleet import Fleet
 from clusters.simulator.progress import DEFAULT_STEP_SECONDS
+from clusters.simulator.scheduler import Candidate, Usage, reserve
 from clusters.simulator.schema import JobSchema
 from clusters.simulator.state import ClusterState
 
@@ -23,7 +24,9 @@ class Simulator:
     """All simulated clusters of one fleet.
 
     `stopping` is set when the server shuts down, so that requests held back by
-    injected latency or timeouts are released at once.
+    injected latency or timeouts are released at once. `scheduling` is held by whatever
+    decides on capacity (a controller pass, adding a foreign pod), so that two of them never
+    count the same free capacity.
     """
 
     def __init__(self, fleet: Fleet, *, crd_path: Path | None = None,
@@ -33,19 +36,36 @@ class Simulator:
                          for spec in fleet.clusters}
         self.job_schema = JobSchema(crd_path)
         self.stopping = threading.Event()
+        self.scheduling = threading.RLock()
+
+    def usage(self) -> Usage:
+        """What the bound pods that have not ended request on each node of the fleet."""
+        usage: Usage = {}
+        for cluster in self.clusters.values():
+            for key, request in cluster.capacity_holders():
+                reserve(usage, key, request)
+        return usage
 
     def tick(self) -> int:
-        """Run one controller pass over every cluster; returns how many Jobs changed."""
-        nodes = {name: cluster.node_specs() for name, cluster in self.clusters.items()}
-        changed = 0
-        for name, cluster in self.clusters.items():
-            domain_nodes = {
-                domain: [node for member in members for node in nodes.get(member, [])]
-                for domain, members in self.fleet.network_domains
-                if name in members
+        """Run one scheduler and controller pass over every cluster; how many Jobs changed."""
+        with self.scheduling:
+            candidates = {
+                name: sorted((Candidate(name, node) for node in cluster.node_specs()),
+                             key=lambda c: c.node.name)
+                for name, cluster in self.clusters.items()
             }
-            changed += reconcile_cluster(cluster, domain_nodes=domain_nodes)
-        return changed
+            usage = self.usage()
+            changed = 0
+            for name, cluster in self.clusters.items():
+                domain_candidates = {
+                    domain: sorted((c for member in members for c in candidates.get(member, [])),
+                                   key=lambda c: (c.node.name, c.cluster))
+                    for domain, members in self.fleet.network_domains
+                    if name in members
+                }
+                changed += reconcile_cluster(cluster, candidates=candidates[name],
+                                             domain_candidates=domain_candidates, usage=usage)
+            return changed
 
     def reset(self) -> None:
         """Every cluster back to its fleet-file nodes and faults, with no Jobs and empty logs."""

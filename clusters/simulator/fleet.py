@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ import jsonschema
 import yaml
 
 from clusters.labels import is_dns_label, is_dns_subdomain
+from clusters.podrequests import PodSpecError, Requests, pod_requests
 from clusters.quantities import is_quantity
 from clusters.simulator.faults import (
     FAULTS_SCHEMA,
@@ -26,6 +27,7 @@ from clusters.simulator.faults import (
     fault_problems,
     fault_spec_from_dict,
 )
+from clusters.simulator.scheduler import Usage, fit_refusal, node_allocatable, reserve
 
 CONTROL_SEGMENT = "_control"
 
@@ -46,6 +48,33 @@ NODE_SCHEMA: dict[str, Any] = {
         "ready": {"type": "boolean"},
     },
 }
+
+_QUANTITIES_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "maxProperties": 64,
+    "propertyNames": {"minLength": 1, "maxLength": 253},
+    "additionalProperties": {"type": ["integer", "string"]},
+}
+
+POD_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["name", "node", "requests"],
+    "properties": {
+        "name": {"type": "string", "minLength": 1, "maxLength": 253},
+        "namespace": {"type": "string", "minLength": 1, "maxLength": 63},
+        "node": {"type": "string", "minLength": 1, "maxLength": 253},
+        "requests": _QUANTITIES_SCHEMA,
+        "init_requests": _QUANTITIES_SCHEMA,
+        "overhead": _QUANTITIES_SCHEMA,
+        "labels": {"type": "object", "maxProperties": 64,
+                   "additionalProperties": {"type": "string"}},
+    },
+}
+"""A foreign workload pod: the fleet file's `pods:` entries and `POST /_control/.../pods`."""
+
+FOREIGN_NAMESPACE = "default"
+FOREIGN_IMAGE = "registry.example.com/foreign/workload:1"
 
 FLEET_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -77,6 +106,7 @@ FLEET_SCHEMA: dict[str, Any] = {
                     "token": {"type": ["string", "null"]},
                     "storage_classes": {"type": "array", "items": {"type": "string"}},
                     "nodes": {"type": "array", "items": NODE_SCHEMA},
+                    "pods": {"type": "array", "items": POD_SCHEMA},
                     "faults": FAULTS_SCHEMA,
                 },
             },
@@ -102,6 +132,41 @@ class NodeSpec:
 
 
 @dataclass(frozen=True)
+class ForeignPodSpec:
+    """A pod of someone else's workload, bound to `node`: it takes capacity there and shows
+    in the cluster's pods lists (one container `main` with `requests`; `init_requests` as one
+    init container; `overhead` as the pod's `spec.overhead`)."""
+
+    name: str
+    node: str
+    namespace: str = FOREIGN_NAMESPACE
+    requests: dict[str, str] = field(default_factory=dict)
+    init_requests: dict[str, str] = field(default_factory=dict)
+    overhead: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def pod_spec(self) -> dict[str, Any]:
+        """The pod's `spec` as the API serves it."""
+        spec: dict[str, Any] = {
+            "nodeName": self.node,
+            "containers": [_container("main", self.requests)],
+        }
+        if self.init_requests:
+            spec["initContainers"] = [_container("init", self.init_requests)]
+        if self.overhead:
+            spec["overhead"] = dict(self.overhead)
+        return spec
+
+    def request(self) -> Requests:
+        """Its effective request (scheduler units), as kube-scheduler counts it."""
+        return pod_requests(self.pod_spec())
+
+
+def _container(name: str, requests: dict[str, str]) -> dict[str, Any]:
+    return {"name": name, "image": FOREIGN_IMAGE, "resources": {"requests": dict(requests)}}
+
+
+@dataclass(frozen=True)
 class ClusterSpec:
     name: str
     namespace: str
@@ -109,6 +174,7 @@ class ClusterSpec:
     storage_classes: tuple[str, ...]
     nodes: tuple[NodeSpec, ...]
     faults: FaultSpec = field(default_factory=FaultSpec)
+    pods: tuple[ForeignPodSpec, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -169,6 +235,75 @@ def allocatable_problems(allocatable: dict[str, Any]) -> list[str]:
     return problems
 
 
+def quantities_problems(quantities: dict[str, Any], *, key: str) -> list[str]:
+    """Problems of a `{resource: quantity}` mapping of a foreign pod."""
+    problems = []
+    for resource, value in quantities.items():
+        valid = value >= 0 if isinstance(value, int) else is_quantity(str(value).strip())
+        if not valid or isinstance(value, bool):
+            problems.append(f'{key}["{resource}"]: {value!r} is not a non-negative quantity')
+    return problems
+
+
+def foreign_pod_problems(pod: dict[str, Any], node_names: set[str] | frozenset[str]) -> list[str]:
+    """Problems of a schema-valid foreign pod mapping besides capacity."""
+    problems = []
+    if not is_dns_subdomain(pod["name"]):
+        problems.append("name: must be a DNS subdomain")
+    if not is_dns_label(pod.get("namespace", FOREIGN_NAMESPACE)):
+        problems.append("namespace: must be a DNS label")
+    if pod["node"] not in node_names:
+        problems.append(f"node: {pod['node']} is not a node of this cluster")
+    for key in ("requests", "init_requests", "overhead"):
+        problems += quantities_problems(pod.get(key, {}), key=key)
+    problems += label_problems(pod.get("labels", {}))
+    if not problems:
+        try:
+            foreign_pod_spec_from_dict(pod).request()
+        except PodSpecError as error:
+            problems.append(str(error))
+    return problems
+
+
+def foreign_pod_spec_from_dict(pod: dict[str, Any]) -> ForeignPodSpec:
+    """Build a `ForeignPodSpec` from a validated mapping (quantities become strings)."""
+    return ForeignPodSpec(
+        name=pod["name"],
+        node=pod["node"],
+        namespace=pod.get("namespace", FOREIGN_NAMESPACE),
+        requests={k: str(v).strip() for k, v in pod.get("requests", {}).items()},
+        init_requests={k: str(v).strip() for k, v in pod.get("init_requests", {}).items()},
+        overhead={k: str(v).strip() for k, v in pod.get("overhead", {}).items()},
+        labels=dict(pod.get("labels", {})),
+    )
+
+
+def _pods_problems(where: str, cluster: dict[str, Any]) -> list[str]:
+    """Problems of a cluster's `pods:`: shape, names, nodes, and that they fit together."""
+    nodes = {node["name"]: node_spec_from_dict(node) for node in cluster.get("nodes", [])}
+    problems: list[str] = []
+    names: set[str] = set()
+    usage: Usage = {}
+    for index, pod in enumerate(cluster.get("pods", [])):
+        pod_where = f"{where}.pods[{index}] ({pod['name']})"
+        if pod["name"] in names:
+            problems.append(f"{pod_where}.name: duplicate pod name in this cluster")
+        names.add(pod["name"])
+        found = foreign_pod_problems(pod, frozenset(nodes))
+        problems += [f"{pod_where}.{p}" for p in found]
+        if found:
+            continue
+        request, key = foreign_pod_spec_from_dict(pod).request(), ("", pod["node"])
+        used: Mapping[str, int] = usage.get(key, {})
+        refused = fit_refusal(request, node_allocatable(nodes[pod["node"]]), used)
+        if refused is not None:
+            problems.append(f"{pod_where}: does not fit on node {pod['node']}: "
+                            + ", ".join(refused.reasons))
+        else:
+            reserve(usage, key, request)
+    return problems
+
+
 def _schema_problems(document: Any) -> list[str]:
     validator = jsonschema.Draft202012Validator(FLEET_SCHEMA)
     errors = sorted(validator.iter_errors(document), key=lambda e: list(map(str, e.absolute_path)))
@@ -197,7 +332,7 @@ def _cluster_problems(index: int, cluster: dict[str, Any]) -> list[str]:
         problems += [f"{node_where}.{p}" for p in allocatable_problems(node.get("allocatable", {}))]
     if "faults" in cluster:
         problems += [f"{where}.faults: {p}" for p in fault_problems(cluster["faults"])]
-    return problems
+    return problems + _pods_problems(where, cluster)
 
 
 def _semantic_problems(document: dict[str, Any]) -> list[str]:
@@ -228,6 +363,7 @@ def _cluster_spec(cluster: dict[str, Any]) -> ClusterSpec:
         storage_classes=tuple(cluster.get("storage_classes", [])),
         nodes=tuple(node_spec_from_dict(node) for node in cluster.get("nodes", [])),
         faults=fault_spec_from_dict(cluster.get("faults", {})),
+        pods=tuple(foreign_pod_spec_from_dict(pod) for pod in cluster.get("pods", [])),
     )
 
 

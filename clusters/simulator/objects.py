@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from clusters.simulator.fleet import NodeSpec
+from clusters.simulator.scheduler import DEFAULT_NODE_RESOURCES
 
 JOB_GROUP = "rlinf.io"
 JOB_VERSION = "v1alpha1"
@@ -16,7 +17,6 @@ JOB_API_VERSION = f"{JOB_GROUP}/{JOB_VERSION}"
 JOB_KIND = "Job"
 JOB_PLURAL = "jobs"
 
-_DEFAULT_NODE_RESOURCES = {"cpu": "64", "memory": "512Gi", "pods": "110"}
 
 _REASONS = {
     400: "BadRequest",
@@ -103,7 +103,7 @@ def node_object(
     spec: NodeSpec, *, cluster: str, resource_version: int, created: str
 ) -> dict[str, Any]:
     """A Node as `GET /api/v1/nodes` returns it."""
-    resources = {**_DEFAULT_NODE_RESOURCES, **spec.allocatable}
+    resources = {**DEFAULT_NODE_RESOURCES, **spec.allocatable}
     ready = "True" if spec.ready else "False"
     return {
         "apiVersion": "v1",

@@ -23,6 +23,13 @@ _EVENT_FIELDS = {
     "type": ("type",),
     "reason": ("reason",),
 }
+_POD_FIELDS = {
+    "metadata.name": ("metadata", "name"),
+    "metadata.namespace": ("metadata", "namespace"),
+    "spec.nodeName": ("spec", "nodeName"),
+    "spec.schedulerName": ("spec", "schedulerName"),
+    "status.phase": ("status", "phase"),
+}
 _TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
 
 
@@ -70,6 +77,45 @@ def parse_event_field_selector(text: str) -> Callable[[Mapping[str, Any]], bool]
         terms.append((_EVENT_FIELDS[field], value, negated))
     return lambda event: all((_get(event, path) == value) != negated
                              for path, value, negated in terms)
+
+
+@dataclass(frozen=True)
+class PodFieldSelector:
+    """A parsed pod `fieldSelector`: `node` when it pins `spec.nodeName` to one value (the
+    list then reads that node's pods only), and the whole selector as `matches`."""
+
+    node: str | None
+    terms: tuple[tuple[tuple[str, ...], str, bool], ...]
+
+    def matches(self, pod: Mapping[str, Any]) -> bool:
+        return all((_field(pod, path) == value) != negated for path, value, negated in self.terms)
+
+
+def _field(pod: Mapping[str, Any], path: tuple[str, ...]) -> str:
+    value = _get(pod, path)
+    if path == ("spec", "schedulerName"):
+        value = value or "default-scheduler"
+    return "" if value is None else str(value)
+
+
+def parse_pod_field_selector(text: str) -> PodFieldSelector:
+    """`field=value`, `field==value` and `field!=value` terms, comma-separated, over the
+    fields the API server supports for pods (those of `_POD_FIELDS`)."""
+    terms: list[tuple[tuple[str, ...], str, bool]] = []
+    node: str | None = None
+    for term in filter(None, (part.strip() for part in text.split(","))):
+        negated = "!=" in term
+        field, sep, value = term.partition("!=" if negated else "=")
+        value = value[1:] if not negated and value.startswith("=") else value
+        field = field.strip()
+        if not sep:
+            raise ApiError(400, f"invalid field selector: {term!r}: an operator is required")
+        if field not in _POD_FIELDS:
+            raise ApiError(400, f"field label not supported: {field}")
+        terms.append((_POD_FIELDS[field], value.strip(), negated))
+        if field == "spec.nodeName" and not negated and node is None:
+            node = value.strip()
+    return PodFieldSelector(node=node, terms=tuple(terms))
 
 
 def _get(document: Mapping[str, Any], path: tuple[str, ...]) -> Any:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from clusters.simulator.fleet import FOREIGN_IMAGE, ForeignPodSpec
 from clusters.simulator.objects import stable_uid
 
 MAIN_CONTAINER = "main"
@@ -173,22 +174,73 @@ def _container_status(job: Object, ref: PodRef, phase: str,
     }
 
 
+@dataclass(frozen=True)
+class Unschedulable:
+    """Why the scheduler left a pod unbound (kube-scheduler's message), and since when."""
+
+    message: str
+    since: str
+
+
+def _scheduled_condition(node: str, unschedulable: Unschedulable | None) -> Object:
+    if node or unschedulable is None:
+        return {"type": "PodScheduled", "status": "True" if node else "False"}
+    return {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": unschedulable.message, "lastProbeTime": None,
+            "lastTransitionTime": unschedulable.since}
+
+
+def _defaulted_container(container: Any) -> Any:
+    """A container as the API server stores it: requests default to the limits they lack."""
+    resources = container.get("resources") if isinstance(container, dict) else None
+    if not isinstance(resources, dict) or not isinstance(resources.get("limits"), dict):
+        return container
+    requests = resources.get("requests")
+    if requests is not None and not isinstance(requests, dict):
+        return container
+    merged = {**resources["limits"], **(requests or {})}
+    return {**container, "resources": {**resources, "requests": merged}}
+
+
+def _one_replica_per_node(spec: Object, ref: PodRef) -> Object:
+    """The simulated operator's rule: a Task's replicas never share a node (required pod
+    anti-affinity on the node, which the simulator's scheduler enforces)."""
+    given = spec.get("affinity")
+    affinity: Object = given if isinstance(given, dict) else {}
+    term = {"labelSelector": {"matchLabels": {LABEL_JOB: ref.job, LABEL_TASK: ref.task}},
+            "topologyKey": "kubernetes.io/hostname"}
+    return {**affinity, "podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+
+
+def pod_spec(ref: PodRef) -> Object:
+    """The pod's spec as the API server serves it (before binding): the Task template's,
+    with requests defaulted from limits and the one-replica-per-node anti-affinity."""
+    spec: Object = {**(ref.template.get("spec") or {})}
+    for key in ("containers", "initContainers"):
+        if isinstance(spec.get(key), list):
+            spec[key] = [_defaulted_container(c) for c in spec[key]]
+    spec["affinity"] = _one_replica_per_node(spec, ref)
+    return spec
+
+
 def pod_object(job: Object, ref: PodRef, *, cluster: str, node: str,
-               override: PodOverride | None, resource_version: int) -> Object:
+               override: PodOverride | None, resource_version: int,
+               unschedulable: Unschedulable | None = None) -> Object:
     """The Pod as `GET /api/v1/namespaces/{ns}/pods/{name}` returns it."""
     metadata = job["metadata"]
     namespace = metadata["namespace"]
     phase = pod_phase(job, override)
     status: Object = {
         "phase": phase,
-        "conditions": [{"type": "PodScheduled", "status": "True" if node else "False"}],
+        "conditions": [_scheduled_condition(node, unschedulable)],
         "containerStatuses": [_container_status(job, ref, phase, override)],
     }
     if started_at(job):
         status["startTime"] = started_at(job)
     if node:
         status["podIP"] = _pod_ip(cluster, namespace, ref.name)
-    spec: Object = {**(ref.template.get("spec") or {})}
+    spec = pod_spec(ref)
     if node:
         spec["nodeName"] = node
     return {
@@ -265,3 +317,34 @@ def timed_start_lines(job: Object, ref: PodRef, node: str) -> list[tuple[datetim
     origin = parse_time(start)
     return [(origin + timedelta(seconds=i), line)
             for i, line in enumerate(start_lines(job, ref, node))]
+
+
+def foreign_pod_object(spec: ForeignPodSpec, *, cluster: str, resource_version: int,
+                       created: str) -> Object:
+    """A foreign workload's pod (`ForeignPodSpec`): bound and Running since `created`."""
+    metadata: Object = {
+        "name": spec.name,
+        "namespace": spec.namespace,
+        "uid": stable_uid(cluster, "foreign-pod", spec.namespace, spec.name),
+        "resourceVersion": str(resource_version),
+        "creationTimestamp": created,
+    }
+    if spec.labels:
+        metadata["labels"] = dict(spec.labels)
+    running = {"name": MAIN_CONTAINER, "image": FOREIGN_IMAGE, "imageID": "", "ready": True,
+               "started": True, "restartCount": 0, "state": {"running": {"startedAt": created}},
+               "lastState": {}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": spec.pod_spec(),
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "PodScheduled", "status": "True"},
+                           {"type": "Ready", "status": "True"}],
+            "startTime": created,
+            "podIP": _pod_ip(cluster, spec.namespace, spec.name),
+            "containerStatuses": [running],
+        },
+    }

@@ -30,8 +30,9 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from clusters.podrequests import PodSpecError, Requests, pod_requests
 from clusters.simulator.faults import FaultInjector, FaultSpec
-from clusters.simulator.fleet import ClusterSpec, NodeSpec
+from clusters.simulator.fleet import ClusterSpec, ForeignPodSpec, NodeSpec
 from clusters.simulator.objects import (
     ApiError,
     encode_object,
@@ -44,9 +45,13 @@ from clusters.simulator.objects import (
 from clusters.simulator.pods import (
     PodOverride,
     PodRef,
+    Unschedulable,
+    foreign_pod_object,
     parse_time,
     pod_object,
+    pod_phase,
     pod_refs,
+    pod_spec,
     start_lines,
     timed_start_lines,
 )
@@ -110,7 +115,15 @@ class ClusterState:
         self._encoded_nodes = _EncodedObjects()
         self._jobs: dict[tuple[str, str], Object] = {}
         self._pod_overrides: dict[tuple[str, str], PodOverride] = {}
-        self._placements: dict[tuple[str, str], dict[str, str]] = {}
+        # The scheduler's decisions per (namespace, pod) of a Job: where it is bound, or why
+        # it is not, and the resourceVersion of the pod's last such change.
+        self._bindings: dict[tuple[str, str], Binding] = {}
+        self._unschedulable: dict[tuple[str, str], Unschedulable] = {}
+        self._scheduled_versions: dict[tuple[str, str], int] = {}
+        self._creation_order: dict[tuple[str, str], int] = {}
+        self._requests: dict[tuple[str, str, str], tuple[Object, Requests | str]] = {}
+        self._foreign: dict[str, _ForeignPod] = {}
+        self._pod_list: _PodList | None = None
         self._rendered_pods: dict[tuple[str, str], _RenderedPod] = {}
         self._encoded_pods = _EncodedObjects()
         self._encoded_jobs = _EncodedObjects()
@@ -120,6 +133,8 @@ class ClusterState:
         self.request_log: deque[dict[str, Any]] = deque(maxlen=_REQUEST_LOG_SIZE)
         self.faults.replace(self.spec.faults)
         self._clocks: dict[tuple[str, str], StepClock] = {}
+        for pod in self.spec.pods:
+            self._put_foreign(pod)
 
     def reset(self) -> None:
         """Back to the fleet file's nodes and faults, with no Jobs and empty logs.
@@ -257,6 +272,7 @@ class ClusterState:
                 },
                 "status": {"phase": "Pending", "conditions": [], "lastTransitionTime": now},
             }
+            self._creation_order[(namespace, name)] = len(self._creation_order)
             self._store_job(job)
             for ref in pod_refs(job):
                 self.record_event(job, kind="Job", name=name, reason="SuccessfulCreate",
@@ -268,6 +284,9 @@ class ClusterState:
         server's watch cache holds them), so that lists only splice what is kept."""
         metadata = job["metadata"]
         self._jobs[(metadata["namespace"], metadata["name"])] = job
+        self._creation_order.setdefault(
+            (metadata["namespace"], metadata["name"]), len(self._creation_order))
+        self._pod_list = None
         self.encoded_jobs([job])
         self.encoded_pods([pod for _, pod in self._pods_of(job)])
 
@@ -277,12 +296,14 @@ class ClusterState:
             job = self.get_job(namespace, name)
             del self._jobs[(namespace, name)]
             for ref in pod_refs(job):
-                self._pod_overrides.pop((namespace, ref.name), None)
-                self._rendered_pods.pop((namespace, ref.name), None)
+                for kept in (self._pod_overrides, self._rendered_pods, self._bindings,
+                             self._unschedulable, self._scheduled_versions):
+                    kept.pop((namespace, ref.name), None)
                 self._encoded_pods.forget(f"{namespace}/{ref.name}")
             self._encoded_jobs.forget(f"{namespace}/{name}")
-            self._placements.pop((namespace, name), None)
             self._clocks.pop((namespace, name), None)
+            self._creation_order.pop((namespace, name), None)
+            self._pod_list = None
             self._bump()
             return job
 
@@ -330,32 +351,166 @@ class ClusterState:
 
     # Pods
 
-    def place_pods(self, job: Object, nodes: list[NodeSpec]) -> dict[str, str]:
-        """Pin each pod of a Job to a node (once): replica i of a task on the i-th ready node
-        matching the task's selector, by name; "" when there are too few."""
+    def pending_jobs(self) -> list[Object]:
+        """Pending Jobs in the order they were created (the scheduler's queue order)."""
         with self.lock:
-            key = (job["metadata"]["namespace"], job["metadata"]["name"])
-            if key not in self._placements:
-                self._placements[key] = _placement(job, nodes)
-            return self._placements[key]
+            pending = [key for key, job in self._jobs.items()
+                       if (job.get("status") or {}).get("phase") == "Pending"]
+            pending.sort(key=lambda key: (self._creation_order.get(key, 0), key))
+            return [self._jobs[key] for key in pending]
+
+    def binding(self, namespace: str, pod: str) -> Binding | None:
+        with self.lock:
+            return self._bindings.get((namespace, pod))
+
+    def pod_request(self, job: Object, ref: PodRef) -> Requests | str:
+        """The effective request of a Job's pod (scheduler units), or why its spec has none."""
+        with self.lock:
+            key = (job["metadata"]["namespace"], job["metadata"]["name"], ref.task)
+            kept = self._requests.get(key)
+            if kept is None or kept[0] is not job:
+                try:
+                    request: Requests | str = pod_requests(pod_spec(ref))
+                except PodSpecError as error:
+                    request = f"the pod's spec is invalid: {error}"
+                kept = (job, request)
+                self._requests[key] = kept
+            return kept[1]
+
+    def bind(self, job: Object, ref: PodRef, *, cluster: str, node: str) -> None:
+        """Bind a Job's pod to a node (of `cluster`, for a Job spanning a network domain)."""
+        with self.lock:
+            key = (job["metadata"]["namespace"], ref.name)
+            self._bindings[key] = Binding(cluster, node, ref.job, ref.task)
+            self._unschedulable.pop(key, None)
+            self._scheduled(key)
+
+    def mark_unschedulable(self, job: Object, ref: PodRef, message: str) -> bool:
+        """Record why a pod stays unbound; whether that is news (the pod changed)."""
+        with self.lock:
+            key = (job["metadata"]["namespace"], ref.name)
+            known = self._unschedulable.get(key)
+            if known is not None and known.message == message:
+                return False
+            self._unschedulable[key] = Unschedulable(message, now_timestamp())
+            self._scheduled(key)
+            return True
+
+    def _scheduled(self, key: tuple[str, str]) -> None:
+        self._scheduled_versions[key] = self._bump()
+        self._pod_list = None
+
+    def capacity_holders(self) -> list[tuple[tuple[str, str], Requests]]:
+        """Every bound pod that has not ended, as ((cluster, node), request): a Job's pods
+        until they succeed or fail, foreign pods while they exist."""
+        with self.lock:
+            holders = [((self.spec.name, p.spec.node), p.request) for p in self._foreign.values()]
+            for (namespace, pod), bound in self._bindings.items():
+                job = self._jobs.get((namespace, bound.job))
+                if job is None:
+                    continue
+                if pod_phase(job, self._pod_overrides.get((namespace, pod))) in _ENDED:
+                    continue
+                ref = PodRef(job=bound.job, task=bound.task, index=0, template=_template(
+                    job, bound.task))
+                request = self.pod_request(job, ref)
+                if not isinstance(request, str):
+                    holders.append(((bound.cluster, bound.node), request))
+            return holders
+
+    def _force_binding(self, job: Object, ref: PodRef) -> str:
+        """The node of a pod whose Job runs without having been scheduled (forced Running
+        through the control endpoint, or brought back from a state file): the first ready
+        node, by name, matching its selector and free of its Task's other replicas."""
+        namespace = job["metadata"]["namespace"]
+        selector = (ref.template.get("spec") or {}).get("nodeSelector") or {}
+        taken = {b.node for (ns, _), b in self._bindings.items()
+                 if ns == namespace and (b.job, b.task) == (ref.job, ref.task)}
+        for node in sorted(self._node_specs.values(), key=lambda n: n.name):
+            if node.ready and node.name not in taken and all(
+                    node.labels.get(k) == v for k, v in selector.items()):
+                self.bind(job, ref, cluster=self.spec.name, node=node.name)
+                return node.name
+        return ""
 
     def _pods_of(self, job: Object) -> list[tuple[PodRef, Object]]:
         namespace = job["metadata"]["namespace"]
-        placed = (job.get("status") or {}).get("startTime") is not None
-        nodes = self.place_pods(job, self.node_specs()) if placed else {}
+        started = (job.get("status") or {}).get("startTime") is not None
         pods = []
         for ref in pod_refs(job):
-            override = self._pod_overrides.get((namespace, ref.name))
-            node, version = nodes.get(ref.name, ""), self._pod_version(job, override)
-            # Every change of an override bumps its version; a changed Job is a new object.
-            kept = self._rendered_pods.get((namespace, ref.name))
+            key = (namespace, ref.name)
+            override = self._pod_overrides.get(key)
+            bound = self._bindings.get(key)
+            node = bound.node if bound is not None else ""
+            if not node and started and pod_phase(job, override) not in _ENDED:
+                node = self._force_binding(job, ref)
+            version = self._pod_version(job, override, key)
+            # Every change of an override or of the scheduling bumps its version; a changed
+            # Job is a new object.
+            kept = self._rendered_pods.get(key)
             if kept is None or kept.job is not job or (kept.version, kept.node) != (version, node):
                 kept = _RenderedPod(job, version, node, pod_object(
                     job, ref, cluster=self.spec.name, node=node, override=override,
-                    resource_version=version))
-                self._rendered_pods[(namespace, ref.name)] = kept
+                    resource_version=version, unschedulable=self._unschedulable.get(key)))
+                self._rendered_pods[key] = kept
             pods.append((ref, kept.pod))
         return pods
+
+    # Foreign pods
+
+    def _put_foreign(self, spec: ForeignPodSpec) -> Object:
+        pod = foreign_pod_object(spec, cluster=self.spec.name, resource_version=self._bump(),
+                                 created=now_timestamp())
+        self._foreign[spec.name] = _ForeignPod(spec, spec.request(), pod)
+        self._pod_list = None
+        return pod
+
+    def add_foreign_pod(self, spec: ForeignPodSpec) -> Object:
+        """Bind a foreign workload's pod to its node (the caller checked that it fits)."""
+        with self.lock:
+            if spec.name in self._foreign:
+                raise ApiError(409, f'pods "{spec.name}" already exists',
+                               reason="AlreadyExists", details={"name": spec.name,
+                                                                "kind": "pods"})
+            if spec.node not in self._nodes:
+                raise ApiError(400, f'node "{spec.node}" is not a node of cluster '
+                                    f'{self.spec.name}')
+            return self._put_foreign(spec)
+
+    def remove_foreign_pod(self, name: str) -> Object:
+        with self.lock:
+            kept = self._foreign.pop(name, None)
+            if kept is None:
+                raise ApiError(404, f'pods "{name}" not found',
+                               details={"name": name, "kind": "pods"})
+            self._encoded_pods.forget(f"{kept.spec.namespace}/{name}")
+            self._pod_list = None
+            self._bump()
+            return kept.pod
+
+    def foreign_pods(self) -> list[ForeignPodSpec]:
+        with self.lock:
+            return [kept.spec for kept in self._foreign.values()]
+
+    def require_pod_namespace(self, namespace: str) -> None:
+        """Pods live in the Jobs' namespaces and in those of foreign pods."""
+        with self.lock:
+            if any(kept.spec.namespace == namespace for kept in self._foreign.values()):
+                return
+        self.require_namespace(namespace)
+
+    # Pod lists
+
+    def pod_list(self) -> _PodList:
+        """Every pod (Jobs' and foreign), by namespace and name, with a by-node index."""
+        with self.lock:
+            if self._pod_list is None:
+                pods = [pod for job in self._jobs.values() for _, pod in self._pods_of(job)]
+                pods += [kept.pod for kept in self._foreign.values()]
+                pods.sort(key=lambda pod: (pod["metadata"]["namespace"],
+                                           pod["metadata"]["name"]))
+                self._pod_list = _PodList(pods)
+            return self._pod_list
 
     def encoded_pods(self, pods: list[Object]) -> list[bytes]:
         """The JSON text of each pod object (of any snapshot), from the cache when it has it."""
@@ -369,13 +524,11 @@ class ClusterState:
             return [self._encoded_jobs.get(
                 f"{job['metadata']['namespace']}/{job['metadata']['name']}", job) for job in jobs]
 
-    def _pod_version(self, job: Object, override: PodOverride | None) -> int:
-        version = int(job["metadata"]["resourceVersion"])
+    def _pod_version(self, job: Object, override: PodOverride | None,
+                     key: tuple[str, str]) -> int:
+        version = max(int(job["metadata"]["resourceVersion"]),
+                      self._scheduled_versions.get(key, 0))
         return max(version, override.version) if override is not None else version
-
-    def pod_items(self, namespace: str) -> list[Object]:
-        with self.lock:
-            return [pod for job in self.job_items(namespace) for _, pod in self._pods_of(job)]
 
     def _find_pod(self, namespace: str, name: str) -> tuple[Object, PodRef, Object]:
         # A pod is named `<job>-<task>-<index>`: look its Job up by each prefix ending at a
@@ -394,7 +547,15 @@ class ClusterState:
 
     def get_pod(self, namespace: str, name: str) -> Object:
         with self.lock:
+            kept = self._foreign.get(name)
+            if kept is not None and kept.spec.namespace == namespace:
+                return kept.pod
             return self._find_pod(namespace, name)[2]
+
+    def is_foreign_pod(self, namespace: str, name: str) -> bool:
+        with self.lock:
+            kept = self._foreign.get(name)
+            return kept is not None and kept.spec.namespace == namespace
 
     def pod_log(self, namespace: str, name: str, *, previous: bool,
                 since: datetime | None = None,
@@ -403,6 +564,11 @@ class ClusterState:
         Task's current log has its step lines too (`clusters.simulator.progress`), rendered
         for the window a read asks for: from `since`, or enough for `tail_lines`."""
         with self.lock:
+            if self.is_foreign_pod(namespace, name):
+                if previous:
+                    raise ApiError(400, f'previous terminated container "main" in pod '
+                                        f'"{name}" not found')
+                return []
             job, ref, pod = self._find_pod(namespace, name)
             override = self._pod_overrides.get((namespace, name))
             node = pod["spec"].get("nodeName", "")
@@ -473,6 +639,7 @@ class ClusterState:
         job, _, _ = self._find_pod(namespace, name)
         override = self._pod_overrides.setdefault((namespace, name), PodOverride())
         override.version = self._bump()
+        self._pod_list = None
         return job, override
 
     def append_log(self, namespace: str, name: str, lines: list[str], *, previous: bool) -> int:
@@ -593,6 +760,7 @@ class ClusterState:
                 "namespace": self.spec.namespace,
                 "nodes": len(self._nodes),
                 "jobs": len(self._jobs),
+                "foreign_pods": len(self._foreign),
                 "storage_classes": [sc["metadata"]["name"] for sc in self._storage_classes],
                 "auth": self.spec.token is not None,
                 "faults": self.faults.describe(),
@@ -633,14 +801,44 @@ class _EncodedObjects:
         self._entries.pop(name, None)
 
 
-def _placement(job: Object, nodes: list[NodeSpec]) -> dict[str, str]:
-    placement: dict[str, str] = {}
-    ready = sorted((node for node in nodes if node.ready), key=lambda node: node.name)
-    for ref in pod_refs(job):
-        selector = (ref.template.get("spec") or {}).get("nodeSelector") or {}
-        fitting = [n for n in ready if all(n.labels.get(k) == v for k, v in selector.items())]
-        placement[ref.name] = fitting[ref.index].name if ref.index < len(fitting) else ""
-    return placement
+_ENDED = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class Binding:
+    """Where the scheduler bound a Job's pod: a node of `cluster` (the Job's own, or one of
+    its network domain), and the Job and Task the pod belongs to."""
+
+    cluster: str
+    node: str
+    job: str
+    task: str
+
+
+@dataclass(frozen=True)
+class _ForeignPod:
+    spec: ForeignPodSpec
+    request: Requests
+    pod: Object
+
+
+class _PodList:
+    """Pods in list order, and the same pods by node (the API server's `spec.nodeName`
+    index: a list narrowed to one node reads only that node's pods)."""
+
+    def __init__(self, pods: list[Object]) -> None:
+        self.pods = pods
+        self.by_node: dict[str, list[Object]] = {}
+        for pod in pods:
+            self.by_node.setdefault(pod["spec"].get("nodeName") or "", []).append(pod)
+
+
+def _template(job: Object, task: str) -> Object:
+    for entry in (job.get("spec") or {}).get("tasks") or []:
+        if isinstance(entry, dict) and str(entry.get("name")) == task:
+            template = entry.get("template")
+            return template if isinstance(template, dict) else {}
+    return {}
 
 
 def _event(namespace: str, *, kind: str, name: str, uid: str, reason: str, message: str,

@@ -138,6 +138,30 @@ class SimulatorHandle(ABC):
     def remove_node(self, cluster: str, node: str) -> None:
         self.control("DELETE", self._cluster_path(cluster, "nodes", node))
 
+    def add_pod(
+        self,
+        cluster: str,
+        name: str,
+        *,
+        node: str,
+        requests: dict[str, int | str],
+        namespace: str | None = None,
+        init_requests: dict[str, int | str] | None = None,
+        overhead: dict[str, int | str] | None = None,
+        labels: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Bind a foreign workload's pod to `node` (see docs/simulator.md); returns the pod."""
+        body: dict[str, Any] = {"name": name, "node": node, "requests": requests}
+        for key, value in (("namespace", namespace), ("init_requests", init_requests),
+                           ("overhead", overhead), ("labels", labels)):
+            if value is not None:
+                body[key] = value
+        return dict(self.control("POST", self._cluster_path(cluster, "pods"), body))
+
+    def remove_pod(self, cluster: str, name: str) -> None:
+        """Delete a foreign pod (its capacity is free again)."""
+        self.control("DELETE", self._cluster_path(cluster, "pods", name))
+
     def set_job_phase(
         self,
         cluster: str,

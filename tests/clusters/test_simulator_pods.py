@@ -213,7 +213,11 @@ def test_unschedulable_pods_get_failed_scheduling_events_that_outlive_the_job(
     k8s.delete_job(credentials=gpu_a, namespace=NS, name="ppo")
     events = k8s.list_events(credentials=gpu_a, namespace=NS, involved_name="ppo-actor-0")
     assert [(e.type, e.reason) for e in events] == [("Warning", "FailedScheduling")]
-    assert "task actor needs 1 ready node(s)" in events[0].message
+    # kube-scheduler's FitError: a-head-01 is gone, a-node-12 NotReady, 15 others elsewhere.
+    assert events[0].message == (
+        "0/16 nodes are available: 1 node(s) had untolerated taint(s), 15 node(s) didn't "
+        "match Pod's node affinity/selector. preemption: 0/16 nodes are available: "
+        "16 Preemption is not helpful for scheduling.")
 
 
 def test_reads_in_an_unknown_namespace_are_not_found(gpu_a: k8s.Credentials) -> None:
