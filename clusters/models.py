@@ -42,7 +42,8 @@ class ClusterState(models.TextChoices):
 @audited(
     exclude=[
         "state", "last_polled_at", "last_success_at", "last_error", "failure_count",
-        "next_poll_at", "poll_lease_until", "generation",
+        "next_poll_at", "poll_lease_until", "generation", "occupancy_as_of", "occupancy_error",
+        "occupancy_pods",
     ]
 )
 class Cluster(models.Model):
@@ -83,6 +84,12 @@ class Cluster(models.Model):
     poll_lease_until = models.DateTimeField(null=True, blank=True)
     # Increases whenever the cluster's node set or any node's labels change.
     generation = models.BigIntegerField(default=0)
+    # Occupancy (`NodeOccupancy`): when the last good pod listing was counted (None: never),
+    # how many bound, running pods it counted, and why the latest listing was not used ("" when
+    # it was). Poll bookkeeping, not audited.
+    occupancy_as_of = models.DateTimeField(null=True, blank=True)
+    occupancy_pods = models.PositiveIntegerField(default=0)
+    occupancy_error = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -138,6 +145,10 @@ class Node(models.Model):
     labels = models.JSONField(default=dict)
     gpu = models.IntegerField(null=True, blank=True)  # allocatable nvidia.com/gpu
     devices = models.JSONField(default=dict)  # allocatable rlinf.io/* counts
+    # Allocatable cpu (millicores), memory (bytes) and pods; None when not reported.
+    cpu_milli = models.BigIntegerField(null=True, blank=True)
+    memory_bytes = models.BigIntegerField(null=True, blank=True)
+    pods = models.IntegerField(null=True, blank=True)
     ready = models.BooleanField(default=True)
     gone = models.BooleanField(default=False)
     first_seen = models.DateTimeField(auto_now_add=True)
@@ -188,6 +199,31 @@ class Node(models.Model):
     def seen_at(self) -> datetime | None:
         """When a successful poll last listed this node (select `cluster` with the node)."""
         return self.last_seen if self.gone else self.cluster.last_success_at
+
+
+class NodeOccupancy(models.Model):
+    """What the pods bound to a node request, as the cluster's last good occupancy pass
+    counted them (`Cluster.occupancy_as_of`); a node without a row was never counted.
+
+    Not audited, and a row of its own rather than columns of the audited `Node`: it follows
+    pod churn (every pod that starts or ends changes it), which the audit must not. A pass
+    writes only the rows whose `requested` changed (`changed_at` says when that was).
+    """
+
+    node = models.OneToOneField(Node, on_delete=models.CASCADE, primary_key=True,
+                                related_name="occupancy")
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    # {resource: Kubernetes quantity string} for cpu, memory, pods, nvidia.com/gpu and
+    # rlinf.io/*: the sum of the bound, running pods' effective requests (`pods`: how many);
+    # resources nobody requests are left out.
+    requested = models.JSONField(default=dict)
+    changed_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["cluster"], name="node_occupancy_cluster")]
+
+    def __str__(self) -> str:
+        return f"{self.node_id}: {self.requested}"
 
 
 class ClusterLabel(models.Model):

@@ -17,6 +17,16 @@ def page_size() -> int:
     return int(settings.RLARK_INVENTORY_PAGE_SIZE)
 
 
+def occupancy_max_pods() -> int:
+    """The most pods one cluster-wide pod listing reads."""
+    return int(settings.RLARK_OCCUPANCY_MAX_PODS)
+
+
+def occupancy_max_pages() -> int:
+    """The most pages one cluster-wide pod listing reads."""
+    return int(settings.RLARK_OCCUPANCY_MAX_PAGES)
+
+
 def kube_timeout() -> float:
     """Read timeout of one request to a cluster, in seconds."""
     return float(settings.RLARK_KUBE_TIMEOUT)

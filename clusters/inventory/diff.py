@@ -23,11 +23,36 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from clusters.k8s import NodeInfo
-from clusters.quantities import parse_count
+from clusters.podrequests import CPU, MEMORY, PODS, scheduler_units
+from clusters.quantities import QuantityError, nano_units, parse_count
 from clusters.types import DEVICE_PREFIX, GPU_RESOURCE
 
 # Fleets repeat a handful of quantities ("8", "4", ...): parse each text once.
 _count = lru_cache(maxsize=4096)(parse_count)
+_BIGINT = 2**63 - 1
+_INTEGER = 2**31 - 1
+
+
+def _column_count(quantity: str | None) -> int | None:
+    """A count for an integer column: None when not reported, not a whole number, or beyond
+    the column (a hostile node must not fail the poll's write)."""
+    if quantity is None:
+        return None
+    count = _count(quantity)
+    return count if count is not None and count <= _INTEGER else None
+
+
+@lru_cache(maxsize=4096)
+def _units(resource: str, quantity: str | None) -> int | None:
+    """A reported cpu or memory quantity in scheduler units (millicores, bytes); None when not
+    reported, not a quantity, or beyond what a column holds."""
+    if quantity is None:
+        return None
+    try:
+        amount = scheduler_units(resource, nano_units(quantity.strip()))
+    except QuantityError:
+        return None
+    return amount if amount <= _BIGINT else None
 
 
 
@@ -58,6 +83,9 @@ class NodeValues(NamedTuple):
     devices: dict[str, int | None]
     ready: bool
     gone: bool = False
+    cpu_milli: int | None = None
+    memory_bytes: int | None = None
+    pods: int | None = None
 
 
 class Polled(NamedTuple):
@@ -79,6 +107,9 @@ class StoredNode(NamedTuple):
     ready: bool
     gone: bool
     resource_version: str = ""
+    cpu_milli: int | None = None
+    memory_bytes: int | None = None
+    pods: int | None = None
 
 
 @dataclass
@@ -98,16 +129,19 @@ class PageDiff:
 
 
 def node_values(info: NodeInfo, *, namespace: str) -> NodeValues:
-    """The row values for a polled node: GPUs None when not reported, rlinf.io/* as counts."""
+    """The row values for a polled node: GPUs None when not reported, rlinf.io/* as counts,
+    cpu in millicores, memory in bytes, pods as a count (None when not reported)."""
     allocatable = info.allocatable
-    gpu_quantity = allocatable.get(GPU_RESOURCE)
     return NodeValues(
         name=info.name,
         namespace=namespace,
         labels=info.labels,
-        gpu=None if gpu_quantity is None else _count(gpu_quantity),
+        gpu=_column_count(allocatable.get(GPU_RESOURCE)),
         devices={k: _count(v) for k, v in allocatable.items() if k.startswith(DEVICE_PREFIX)},
         ready=info.ready,
+        cpu_milli=_units(CPU, allocatable.get(CPU)),
+        memory_bytes=_units(MEMORY, allocatable.get(MEMORY)),
+        pods=_column_count(allocatable.get(PODS)),
     )
 
 
@@ -141,6 +175,9 @@ def stored_values(row: StoredNode) -> NodeValues:
         devices=json.loads(row.devices_text),
         ready=row.ready,
         gone=row.gone,
+        cpu_milli=row.cpu_milli,
+        memory_bytes=row.memory_bytes,
+        pods=row.pods,
     )
 
 

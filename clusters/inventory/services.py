@@ -10,7 +10,7 @@ retried with exponential backoff and shown as stale; it never touches other clus
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -24,13 +24,22 @@ from django.utils.translation import gettext as _
 from clusters.credentials import CredentialError, credentials_for, decrypt, encrypt, reencrypt
 from clusters.credentials import is_current as credential_is_current
 from clusters.inventory import conf
-from clusters.inventory.sync import RemoteJob, Snapshot, SyncStats, apply_snapshot
+from clusters.inventory.occupancy import OccupancyProblem, Tally, tally
+from clusters.inventory.sync import (
+    RemoteJob,
+    Snapshot,
+    SyncStats,
+    apply_snapshot,
+    write_occupancy,
+)
 from clusters.k8s import (
     BadRequest,
+    BoundPod,
     Credentials,
     KubeError,
     NodeInfo,
     NotFound,
+    iter_bound_pod_pages,
     iter_node_pages,
     list_jobs,
     list_storage_classes,
@@ -334,6 +343,7 @@ class PollResult:
     generation: int = 0
     pages: int = 0
     stats: SyncStats = field(default_factory=SyncStats)  # what the poll wrote (OK only)
+    occupancy_problem: str = ""  # why the pod listing was not used (OK polls only)
 
     @property
     def ok(self) -> bool:
@@ -349,10 +359,14 @@ class PollResult:
             detail = f" ({self.error})" if self.error else ""
             return f"{self.cluster}: {self.outcome.value}{detail}"
         stats = self.stats
+        occupancy = (f"occupancy not updated ({self.occupancy_problem})"
+                     if self.occupancy_problem else
+                     f"occupancy of {stats.pods} pods ({stats.occupancy_written} nodes written)")
         return (
             f"{self.cluster}: ok, {stats.nodes} nodes in {self.pages} pages "
             f"(new {stats.created}, changed {stats.updated}, unchanged {stats.unchanged}, "
-            f"gone {stats.gone}, back {stats.returned}), generation {self.generation}"
+            f"gone {stats.gone}, back {stats.returned}), generation {self.generation}; "
+            f"{occupancy}"
         )
 
 
@@ -429,6 +443,42 @@ def _list_jobs(credentials: Credentials, namespace: str) -> list[RemoteJob]:
     return jobs
 
 
+def _count_pods(credentials: Credentials, node_names: set[str]) -> tuple[Tally, int]:
+    """The cluster-wide listing of bound, running pods, added up per node as the pages come
+    (one page held at a time), and how many pages it took; one restart when the continue
+    token expires mid-listing."""
+    for restart in (False, True):
+        pages = 0
+
+        def counted_pages() -> Iterator[list[BoundPod]]:
+            nonlocal pages
+            for page in iter_bound_pod_pages(
+                credentials=credentials, page_size=conf.page_size(),
+                max_pods=conf.occupancy_max_pods(), max_pages=conf.occupancy_max_pages(),
+                timeout=conf.kube_timeout(), attempts=conf.read_attempts(),
+            ):
+                pages += 1
+                yield page
+
+        try:
+            return tally(counted_pages(), nodes=node_names), pages
+        except BadRequest as error:
+            if restart or error.reason != "Expired":
+                raise
+    raise AssertionError("unreachable")
+
+
+def _read_occupancy(credentials: Credentials, nodes: list[NodeInfo]) -> tuple[
+        Tally | None, str, int]:
+    """(the pods added up per node, "", pages) or (None, why not, 0): a pod listing that
+    fails or is not one (too large, garbage) is a problem of the cluster's occupancy only."""
+    try:
+        counted, pages = _count_pods(credentials, {node.name for node in nodes if node.name})
+    except (KubeError, OccupancyProblem) as error:
+        return None, _error_text(error), 0
+    return counted, "", pages
+
+
 def _fetch(cluster: Cluster) -> Snapshot:
     credentials = credentials_for(cluster)
     nodes, pages = _list_nodes(credentials)
@@ -436,7 +486,9 @@ def _fetch(cluster: Cluster) -> Snapshot:
         credentials=credentials, timeout=conf.kube_timeout(), attempts=conf.read_attempts()
     )
     jobs = _list_jobs(credentials, cluster.namespace)
-    return Snapshot(nodes=nodes, pages=pages, storage_classes=storage_classes, jobs=jobs)
+    occupancy, problem, pod_pages = _read_occupancy(credentials, nodes)
+    return Snapshot(nodes=nodes, pages=pages, storage_classes=storage_classes, jobs=jobs,
+                    occupancy=occupancy, occupancy_problem=problem, pod_pages=pod_pages)
 
 
 def _locked_with_lease(cluster_id: int, lease: datetime) -> Cluster:
@@ -460,7 +512,24 @@ def _ok_result(cluster: Cluster, snapshot: Snapshot, stats: SyncStats) -> PollRe
         generation=cluster.generation,
         pages=snapshot.pages,
         stats=stats,
+        occupancy_problem=snapshot.occupancy_problem,
     )
+
+
+def _record_occupancy(cluster: Cluster, snapshot: Snapshot, stats: SyncStats,
+                      now: datetime) -> None:
+    """Write the counted occupancy (changed rows only) and its time; or, when the listing
+    could not be used, keep the last good one and say why."""
+    if snapshot.occupancy is None:
+        cluster.occupancy_error = snapshot.occupancy_problem[:_ERROR_MAX]
+        logger.warning("occupancy of %s not updated: %s", cluster.name, cluster.occupancy_error)
+        return
+    stats.pods = snapshot.occupancy.pods
+    stats.occupancy_written = write_occupancy(
+        cluster=cluster, counted=snapshot.occupancy, now=now, batch_size=conf.page_size())
+    cluster.occupancy_as_of = now
+    cluster.occupancy_pods = snapshot.occupancy.pods
+    cluster.occupancy_error = ""
 
 
 @transaction.atomic
@@ -468,6 +537,7 @@ def _record_success(cluster_id: int, lease: datetime, snapshot: Snapshot) -> Pol
     cluster = _locked_with_lease(cluster_id, lease)
     stats = apply_snapshot(cluster=cluster, snapshot=snapshot, batch_size=conf.page_size())
     now = timezone.now()
+    _record_occupancy(cluster, snapshot, stats, now)
     cluster.generation += int(stats.node_set_or_labels_changed)
     cluster.state = ClusterState.OK
     cluster.last_polled_at = cluster.last_success_at = now
@@ -478,7 +548,8 @@ def _record_success(cluster_id: int, lease: datetime, snapshot: Snapshot) -> Pol
     cluster.save(
         update_fields=[
             "generation", "state", "last_polled_at", "last_success_at", "last_error",
-            "failure_count", "next_poll_at", "poll_lease_until",
+            "failure_count", "next_poll_at", "poll_lease_until", "occupancy_as_of",
+            "occupancy_pods", "occupancy_error",
         ]
     )
     if stats.changed:

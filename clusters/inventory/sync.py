@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from itertools import islice
 
 from django.db import connection
@@ -33,12 +34,13 @@ from clusters.inventory.diff import (
     node_values,
     split_by_version,
 )
+from clusters.inventory.occupancy import StoredOccupancy, Tally, occupancy_changes
 from clusters.k8s import NodeInfo
 from clusters.models import Cluster, ClusterJob, Node, StorageClass
 
 _STORED_FIELDS = (
     "id", "name", "namespace", "labels_text", "gpu", "devices_text", "ready", "gone",
-    "resource_version",
+    "resource_version", "cpu_milli", "memory_bytes", "pods",
 )
 _SEEN_SQL = "SELECT name, id, resource_version, gone FROM clusters_node WHERE cluster_id = %s"
 # One statement for a whole batch of changed nodes. (Django's bulk_update builds a CASE
@@ -46,10 +48,11 @@ _SEEN_SQL = "SELECT name, id, resource_version, gone FROM clusters_node WHERE cl
 _UPDATE_CHANGED_SQL = """
 UPDATE clusters_node AS n
 SET namespace = v.namespace, labels = v.labels, gpu = v.gpu, devices = v.devices,
-    ready = v.ready, gone = false, last_seen = NULL, resource_version = v.resource_version
+    ready = v.ready, gone = false, last_seen = NULL, resource_version = v.resource_version,
+    cpu_milli = v.cpu_milli, memory_bytes = v.memory_bytes, pods = v.pods
 FROM jsonb_to_recordset(%s::jsonb) AS v(
     id bigint, namespace text, labels jsonb, gpu integer, devices jsonb, ready boolean,
-    resource_version text
+    resource_version text, cpu_milli bigint, memory_bytes bigint, pods integer
 )
 WHERE n.id = v.id
 """
@@ -58,6 +61,21 @@ UPDATE clusters_node AS n
 SET resource_version = v.resource_version
 FROM jsonb_to_recordset(%s::jsonb) AS v(id bigint, resource_version text)
 WHERE n.id = v.id
+"""
+
+
+_STORED_OCCUPANCY_SQL = """
+SELECT n.name, n.id, o.requested::text FROM clusters_node n
+LEFT JOIN clusters_nodeoccupancy o ON o.node_id = n.id
+WHERE n.cluster_id = %s AND NOT n.gone
+"""
+# One statement per batch of changed rows: new rows inserted, existing ones replaced.
+_WRITE_OCCUPANCY_SQL = """
+INSERT INTO clusters_nodeoccupancy (node_id, cluster_id, requested, changed_at)
+SELECT v.node_id, %s, v.requested, %s
+FROM jsonb_to_recordset(%s::jsonb) AS v(node_id bigint, requested jsonb)
+ON CONFLICT (node_id) DO UPDATE SET requested = EXCLUDED.requested,
+    changed_at = EXCLUDED.changed_at
 """
 
 
@@ -70,12 +88,19 @@ class RemoteJob:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """Everything one poll read from a cluster, before anything is written."""
+    """Everything one poll read from a cluster, before anything is written.
+
+    `occupancy` is the pod listing added up per node, None when it could not be used
+    (`occupancy_problem` says why; the stored occupancy is kept then).
+    """
 
     nodes: list[NodeInfo]
     pages: int
     storage_classes: list[str]
     jobs: list[RemoteJob]
+    occupancy: Tally | None = None
+    occupancy_problem: str = ""
+    pod_pages: int = 0
 
 
 @dataclass
@@ -89,6 +114,8 @@ class SyncStats:
     labels_changed: int = 0
     storage_classes_changed: bool = False
     jobs: int = 0
+    pods: int = 0  # pods the occupancy counted (0 when the listing was not used)
+    occupancy_written: int = 0  # node occupancy rows written
 
     @property
     def node_set_or_labels_changed(self) -> bool:
@@ -150,7 +177,8 @@ def _apply_diff(cluster: Cluster, diff: PageDiff) -> None:
     if diff.changed:
         rows = [
             {"id": node_id, "namespace": v.namespace, "labels": v.labels, "gpu": v.gpu,
-             "devices": v.devices, "ready": v.ready, "resource_version": version}
+             "devices": v.devices, "ready": v.ready, "resource_version": version,
+             "cpu_milli": v.cpu_milli, "memory_bytes": v.memory_bytes, "pods": v.pods}
             for node_id, (v, version) in diff.changed
         ]
         with connection.cursor() as cursor:
@@ -242,6 +270,23 @@ def sync_jobs(*, cluster: Cluster, jobs: Sequence[RemoteJob]) -> int:
     if stale:
         ClusterJob.objects.filter(id__in=stale).delete()
     return len(present)
+
+
+def write_occupancy(*, cluster: Cluster, counted: Tally, now: datetime, batch_size: int) -> int:
+    """Write the occupancy rows of the cluster's present nodes that differ from `counted`
+    (one SELECT, then one statement per batch of changed rows); how many were written. An
+    unchanged pass writes nothing. Call after the nodes are synced (new nodes have ids)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_STORED_OCCUPANCY_SQL, [cluster.id])
+        rows = cursor.fetchall()
+    stored = {name: StoredOccupancy(node_id, text) for name, node_id, text in rows}
+    changes = occupancy_changes(counted, stored)
+    for start in range(0, len(changes), batch_size):
+        batch = [{"node_id": node_id, "requested": requested}
+                 for node_id, requested in changes[start:start + batch_size]]
+        with connection.cursor() as cursor:
+            cursor.execute(_WRITE_OCCUPANCY_SQL, [cluster.id, now, json.dumps(batch)])
+    return len(changes)
 
 
 def apply_snapshot(*, cluster: Cluster, snapshot: Snapshot, batch_size: int) -> SyncStats:

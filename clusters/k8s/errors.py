@@ -77,6 +77,11 @@ class BadRequest(KubeError):
     """Any other 4xx (400 bad body, 410 expired continue token, ...)."""
 
 
+class ListTooLarge(KubeError):
+    """A list answer beyond the caller's bounds (too many items, pages or bytes): the caller
+    keeps what it had instead of reading on."""
+
+
 class Unreachable(KubeError):
     """No HTTP answer: connection refused or dropped, or a timeout."""
 

@@ -27,8 +27,8 @@ from clusters.types import DEVICE_PREFIX, GPU_RESOURCE
 class NodeInfo:
     """One node as the inventory sees it.
 
-    `allocatable` keeps the raw quantity strings of `nvidia.com/gpu` and the
-    `rlinf.io/*` resources only; `clusters.quantities.parse_count` turns them into integers.
+    `allocatable` keeps the raw quantity strings of `cpu`, `memory`, `pods`, `nvidia.com/gpu`
+    and the `rlinf.io/*` resources only; `clusters.inventory.diff` reads them.
     `resource_version` is the node's `metadata.resourceVersion` ("" when not
     reported): the API server changes it with every change of the node.
     """
@@ -56,13 +56,14 @@ def node_info_from_object(node: dict[str, Any]) -> NodeInfo:
         allocatable={
             str(k): str(v)
             for k, v in allocatable.items()
-            if k == GPU_RESOURCE or k.startswith(DEVICE_PREFIX)
+            if k in _KEPT or k.startswith(DEVICE_PREFIX)
         },
         ready=_is_ready(status.get("conditions") or ()),
         resource_version=str(metadata.get("resourceVersion") or ""),
     )
 
 
+_KEPT = frozenset({GPU_RESOURCE, "cpu", "memory", "pods"})
 _TEXT = frozenset({str})
 
 

@@ -1,14 +1,16 @@
 """Pods, their container logs and events: read-only verbs, bounded in size and time.
 
 `list_pods` and `list_events` follow pagination (transient failures retried per page) up to
-`max_items`; `read_pod_log` reads at most `max_bytes` of text (the rest of the answer is
-discarded and the connection closed) and is not retried: a log read is cheap to repeat by
-the caller and a retried follow would duplicate lines.
+`max_items`; `iter_bound_pod_pages` streams the cluster-wide list of pods bound to nodes and
+still running (for occupancy), page by page, within bounds on items, pages and bytes;
+`read_pod_log` reads at most `max_bytes` of text (the rest of the answer is discarded and the
+connection closed) and is not retried: a log read is cheap to repeat by the caller and a
+retried follow would duplicate lines.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -25,12 +27,21 @@ from clusters.k8s.client import (
     invoke,
     request_timeout,
 )
+from clusters.k8s.errors import KubeError, ListTooLarge
 from clusters.k8s.retry import DEFAULT_BASE_DELAY, DEFAULT_READ_ATTEMPTS, call_with_retries
+from clusters.podrequests import PodResources, PodSpecError, pod_resources_from_spec
 
 DEFAULT_LOG_BYTES = 1024 * 1024
 """The most log text one `read_pod_log` returns unless told otherwise."""
 DEFAULT_MAX_ITEMS = 2000
 """The most pods or events one list returns (further pages are not fetched)."""
+LIVE_PODS_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+"""The field selector of pods that still hold their node's capacity."""
+DEFAULT_MAX_PODS = 200_000
+"""The most pods one occupancy listing reads (more than Kubernetes supports in a cluster)."""
+DEFAULT_MAX_PAGES = 2_000
+DEFAULT_MAX_PAGE_BYTES = 64 * 1024 * 1024
+"""The largest page body read: a page of 500 real pods is a few megabytes."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +71,21 @@ class PodInfo:
     restarts: int
     current: ContainerState
     previous: ContainerState
+
+
+@dataclass(frozen=True)
+class BoundPod:
+    """A pod bound to a node and not ended, reduced to what occupancy needs: where it is,
+    who it is, its labels (for those who group pods by Job) and what decides its request
+    (`clusters.podrequests.effective_requests` computes it)."""
+
+    node: str
+    namespace: str
+    name: str
+    uid: str
+    phase: str
+    labels: dict[str, str]
+    resources: PodResources
 
 
 @dataclass(frozen=True)
@@ -128,6 +154,48 @@ def pod_info_from_object(pod: dict[str, Any]) -> PodInfo:
     )
 
 
+_ENDED = frozenset({"Succeeded", "Failed"})
+
+
+def _text_map(value: object) -> dict[str, str]:
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def bound_pod_from_object(pod: object) -> BoundPod | None:
+    """Reduce a Pod object (as JSON) to a `BoundPod`; None when it is not bound to a node or
+    has ended (a server that ignored the field selector). A pod not shaped as the API serves
+    one raises `KubeError` (reason `BadResponse`) naming it."""
+    if not isinstance(pod, dict) or not isinstance(pod.get("metadata") or {}, dict):
+        raise KubeError("a pod of the list is not an object", reason="BadResponse")
+    metadata = pod.get("metadata") or {}
+    where = f"pod {metadata.get('namespace')!s:.63}/{metadata.get('name')!s:.253}"
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    if not isinstance(spec, dict) or not isinstance(status, dict):
+        raise KubeError(f"{where}: spec or status is not an object", reason="BadResponse")
+    node = spec.get("nodeName") or ""
+    if not isinstance(node, str):
+        raise KubeError(f"{where}: spec.nodeName is not a string", reason="BadResponse")
+    phase = str(status.get("phase") or "")
+    if not node or phase in _ENDED:
+        return None
+    try:
+        resources = pod_resources_from_spec(spec)
+    except PodSpecError as error:
+        raise KubeError(f"{where}: {error}", reason="BadResponse") from error
+    return BoundPod(
+        node=node,
+        namespace=str(metadata.get("namespace") or ""),
+        name=str(metadata.get("name") or ""),
+        uid=str(metadata.get("uid") or ""),
+        phase=phase,
+        labels=_text_map(metadata.get("labels")),
+        resources=resources,
+    )
+
+
 def event_info_from_object(event: dict[str, Any]) -> EventInfo:
     involved = event.get("involvedObject") or {}
     first = event.get("firstTimestamp") or event.get("eventTime") or ""
@@ -186,6 +254,83 @@ def list_pods(
 
     items = _list_all(fetch, max_items=max_items, attempts=attempts, base_delay=base_delay)
     return [pod_info_from_object(item) for item in items]
+
+
+def _bounded_body(response: Any, *, max_bytes: int) -> tuple[int, bytes]:
+    """Status and body of a raw response, reading at most `max_bytes` (then `ListTooLarge`,
+    the connection dropped)."""
+    try:
+        body = response.read(max_bytes + 1)
+    except BaseException:
+        response.close()
+        raise
+    if len(body) > max_bytes:
+        response.close()
+        raise ListTooLarge(f"a page of the list is larger than {max_bytes} bytes",
+                           status=response.status, reason="ListTooLarge")
+    response.release_conn()
+    return response.status, body
+
+
+def iter_bound_pod_pages(
+    *,
+    credentials: Credentials,
+    node_name: str | None = None,
+    page_size: int = 500,
+    max_pods: int = DEFAULT_MAX_PODS,
+    max_pages: int = DEFAULT_MAX_PAGES,
+    max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES,
+    timeout: float = DEFAULT_TIMEOUT,
+    attempts: int = DEFAULT_READ_ATTEMPTS,
+    base_delay: float = DEFAULT_BASE_DELAY,
+) -> Iterator[list[BoundPod]]:
+    """Yield the cluster's pods that are bound to a node and not ended, one page at a time.
+
+    One cluster-wide list (`fieldSelector=status.phase!=Succeeded,status.phase!=Failed`,
+    narrowed to one node with `node_name`), each page retried on transient errors. Only one
+    page is held at a time. More than `max_pods` items, `max_pages` pages or a page body
+    above `max_page_bytes` raise `ListTooLarge`; an item not shaped as a pod raises
+    `KubeError` (`BadResponse`); an expired continue token `BadRequest` (`Expired`): the
+    caller starts over.
+    """
+    api = k8s.CoreV1Api(api_client_for(credentials))
+    selector = LIVE_PODS_SELECTOR + (f",spec.nodeName={node_name}" if node_name else "")
+
+    def fetch(continue_token: str | None) -> tuple[int, bytes]:
+        response: Any = invoke(lambda: api.list_pod_for_all_namespaces(
+            field_selector=selector, limit=page_size, _continue=continue_token,
+            _preload_content=False, _request_timeout=request_timeout(timeout),
+        ))
+        return invoke(lambda: _bounded_body(response, max_bytes=max_page_bytes))
+
+    continue_token: str | None = None
+    items = pages = 0
+    while True:
+        pages += 1
+        if pages > max_pages:
+            raise ListTooLarge(f"the pod list has more than {max_pages} pages",
+                               reason="ListTooLarge")
+        status, body = call_with_retries(
+            partial(fetch, continue_token), attempts=attempts, base_delay=base_delay)
+        page = decode_json(body, status=status)
+        del body
+        found = page.get("items") or []
+        if not isinstance(found, list):
+            raise KubeError("the pod list's items are not a list", reason="BadResponse")
+        items += len(found)
+        if items > max_pods:
+            raise ListTooLarge(f"the pod list has more than {max_pods} pods",
+                               reason="ListTooLarge")
+        reduced = (bound_pod_from_object(item) for item in found)
+        yield [pod for pod in reduced if pod is not None]
+        metadata = page.get("metadata") or {}
+        continue_token = (metadata.get("continue") if isinstance(metadata, dict) else None) or None
+        del page, found
+        if continue_token is None:
+            return
+        if not isinstance(continue_token, str):
+            raise KubeError("the pod list's continue token is not a string",
+                            reason="BadResponse")
 
 
 def list_events(

@@ -63,6 +63,10 @@ RLARK_INVENTORY_RETRY_BASE = env_float("RLARK_INVENTORY_RETRY_BASE", 15.0)
 RLARK_INVENTORY_RETRY_CAP = env_float("RLARK_INVENTORY_RETRY_CAP", 900.0)
 RLARK_INVENTORY_TASK_SOFT_TIME_LIMIT = env_int("RLARK_INVENTORY_TASK_SOFT_TIME_LIMIT", 90)
 RLARK_INVENTORY_TASK_TIME_LIMIT = env_int("RLARK_INVENTORY_TASK_TIME_LIMIT", 120)
+# Occupancy: the most pods and pages one poll's cluster-wide pod listing reads; beyond them the
+# listing is a problem of the cluster and its last good occupancy is kept.
+RLARK_OCCUPANCY_MAX_PODS = env_int("RLARK_OCCUPANCY_MAX_PODS", 200_000)
+RLARK_OCCUPANCY_MAX_PAGES = env_int("RLARK_OCCUPANCY_MAX_PAGES", 2_000)
 # Timeouts for calls to clusters (seconds).
 RLARK_KUBE_TIMEOUT = env_float("RLARK_KUBE_TIMEOUT", KUBE_TIMEOUT_DEFAULT)
 # Submission: tries before a transient failure becomes final, the retry pause (doubling with

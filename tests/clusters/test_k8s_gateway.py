@@ -86,10 +86,13 @@ def test_node_pages_return_every_node_exactly_once(sim: InProcessSimulator) -> N
     assert sorted(names) == sorted(node.name for node in sim.fleet.cluster(BIG).nodes)
 
 
-def test_node_info_keeps_gpu_and_rlinf_resources_and_readiness(gpu_a: k8s.Credentials) -> None:
+def test_node_info_keeps_gpu_rlinf_cpu_memory_pods_and_readiness(
+    gpu_a: k8s.Credentials,
+) -> None:
     nodes = {n.name: n for page in k8s.iter_node_pages(credentials=gpu_a) for n in page}
 
-    assert nodes["a-node-01"].allocatable == {"nvidia.com/gpu": "8", "rlinf.io/rdma": "4"}
+    assert nodes["a-node-01"].allocatable == {"nvidia.com/gpu": "8", "rlinf.io/rdma": "4",
+                                              "cpu": "96", "memory": "1Ti", "pods": "110"}
     assert nodes["a-node-01"].labels["rlinf.io/pool"] == "a100-a"
     assert nodes["a-node-01"].ready is True
     assert nodes["a-node-12"].ready is False
@@ -110,13 +113,13 @@ def test_node_info_carries_the_resource_version_that_moves_with_each_change(
 def test_node_info_turns_every_label_into_text() -> None:
     node = {
         "metadata": {"name": "n1", "labels": {"rlinf.io/rack": 7, "zone": "z1"}},
-        "status": {"allocatable": {"nvidia.com/gpu": 8, "cpu": "64"}},
+        "status": {"allocatable": {"nvidia.com/gpu": 8, "cpu": "64", "ephemeral-storage": "1Ti"}},
     }
 
     info = node_info_from_object(node)
 
     assert (info.labels, info.allocatable) == ({"rlinf.io/rack": "7", "zone": "z1"},
-                                                {"nvidia.com/gpu": "8"})
+                                                {"nvidia.com/gpu": "8", "cpu": "64"})
     assert (info.ready, info.resource_version) == (False, "")
 
 
