@@ -376,7 +376,8 @@ def test_nodes_can_be_added_and_removed(sim: InProcessSimulator, gpu_a: k8s.Cred
 
     nodes = _nodes(gpu_a)
 
-    assert nodes["a-node-99"].allocatable == {"nvidia.com/gpu": "4"}
+    assert nodes["a-node-99"].allocatable == {"nvidia.com/gpu": "4", "cpu": "64",
+                                              "memory": "512Gi", "pods": "110"}
     assert "a-node-01" not in nodes
 
 
@@ -526,7 +527,8 @@ def test_a_node_removed_and_added_back_is_listed_as_added(
 
     node = _nodes(gpu_a)["a-node-02"]
 
-    assert (node.labels, node.allocatable) == ({"rlinf.io/pool": "back"}, {})
+    assert (node.labels, node.allocatable) == (
+        {"rlinf.io/pool": "back"}, {"cpu": "64", "memory": "512Gi", "pods": "110"})
 
 
 # Admission of created Jobs
