@@ -244,6 +244,20 @@ WORKER_QUEUES = (
 )
 
 
+# `make run` lets webhooks reach receivers on this machine (production opens nothing: SPEC 18).
+DEV_WEBHOOK_NETWORKS = "127.0.0.0/8,::1/128"
+
+
+def open_local_webhooks(env: dict[str, str]) -> str:
+    """Open loopback to webhook deliveries unless `RLARK_WEBHOOK_ALLOWED_NETWORKS` is set;
+    the line `make run` prints about it."""
+    opened = env.setdefault("RLARK_WEBHOOK_ALLOWED_NETWORKS", DEV_WEBHOOK_NETWORKS)
+    if not opened:
+        return "  webhooks:        internal addresses closed (RLARK_WEBHOOK_ALLOWED_NETWORKS empty)"
+    return (f"  webhooks:        may reach {opened} (RLARK_WEBHOOK_ALLOWED_NETWORKS; "
+            "closed by default outside make run)")
+
+
 def web_environment(env: dict[str, str]) -> dict[str, str]:
     """The web process's environment: gunicorn's access log off unless asked for, since
     RLark's own `rlark.request` line already logs every request (one line per request)."""
@@ -283,6 +297,7 @@ def _run_product() -> int:
         env.setdefault("RLARK_INVENTORY_POLL_INTERVAL", "30")
         env.setdefault("RLARK_STATUS_POLL_INTERVAL", "5")
         env.setdefault("RLARK_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+        webhooks = open_local_webhooks(env)
         _manage(env, "migrate", "--no-input", "-v", "0")
         procs: list[tuple[str, subprocess.Popen[bytes]]] = []
         sim_port = _free_port(SIMULATOR_PORT)
@@ -316,6 +331,7 @@ def _run_product() -> int:
                  "bob / rlark-demo (vision-rl maintainer),")
             _log("                   carol / rlark-demo (nlp-rl member), "
                  "admin / rlark-admin (platform admin)")
+            _log(webhooks)
             _log("Press Ctrl-C to stop everything.")
             while all(p.poll() is None for _, p in procs):
                 time.sleep(0.5)

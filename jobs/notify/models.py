@@ -8,8 +8,10 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from rlark_site.foundation.audit.tracking import audited
+from rlark_site.foundation.egress import ErrorClass
 from rlark_site.foundation.tenancy.models import Team
 from rlark_site.foundation.validators import validate_webhook_url
 
@@ -84,8 +86,22 @@ class TeamWebhook(models.Model):
         return f"{self.team_id}: {self.url}"
 
 
+# How the page names a try that got no HTTP answer (`last_error` holds the class itself, the
+# API's value; an answer is logged as "HTTP <status>").
+DELIVERY_ERROR_LABELS = {
+    ErrorClass.BLOCKED: pgettext_lazy("webhook delivery error", "blocked address"),
+    ErrorClass.REFUSED: pgettext_lazy("webhook delivery error", "refused"),
+    ErrorClass.TIMEOUT: pgettext_lazy("webhook delivery error", "timeout"),
+    ErrorClass.TLS: pgettext_lazy("webhook delivery error", "tls"),
+    ErrorClass.DNS: pgettext_lazy("webhook delivery error", "dns"),
+    ErrorClass.CONNECTION: pgettext_lazy("webhook delivery error", "connection"),
+    ErrorClass.INVALID_URL: pgettext_lazy("webhook delivery error", "invalid url"),
+}
+
+
 class WebhookDelivery(models.Model):
-    """One event's delivery to one team webhook: tries, last status code, outcome."""
+    """One event's delivery to one team webhook: tries, last status code, outcome. The last
+    error is a status ("HTTP 500") or an error class (`ErrorClass`), never an error's text."""
 
     event = models.ForeignKey(NotificationEvent, on_delete=models.CASCADE,
                               related_name="deliveries")
@@ -106,6 +122,10 @@ class WebhookDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event_id} -> {self.url}"
+
+    @property
+    def error_label(self) -> str:
+        return str(DELIVERY_ERROR_LABELS.get(self.last_error, self.last_error))  # type: ignore[call-overload]
 
 
 @audited()

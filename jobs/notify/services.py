@@ -11,7 +11,10 @@ succeed once: a re-delivered task message does not send twice.
 at, ...}` and headers `X-RLark-Event` (the key), `X-RLark-Timestamp` (Unix seconds) and
 `X-RLark-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<body>" with the team's secret>`.
 Anything but a 2xx is retried by Celery with exponential backoff (`WEBHOOK_TRIES` tries),
-each try logged in the delivery log with its status code.
+each try logged in the delivery log with its status code, or with an error class (`refused`,
+`timeout`, `blocked address`, `tls`, `dns`, ...) when there was no answer: never the error's
+text. The POST goes through `rlark_site.foundation.egress.post`, which never reaches an
+internal address (SPEC 18) and follows no redirect (a 3xx is logged as its status).
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlencode
 
-import urllib3
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
@@ -46,7 +48,9 @@ from jobs.models import (
     WebhookDelivery,
 )
 from jobs.notify.models import ADMIN_EVENTS, VERIFICATION_EVENTS
+from rlark_site.foundation import egress
 from rlark_site.foundation.tenancy.models import Team
+from rlark_site.foundation.validators import validate_webhook_url
 
 __all__ = [
     "WEBHOOK_TRIES",
@@ -247,20 +251,6 @@ def _body(event: NotificationEvent) -> bytes:
     return json.dumps(document, sort_keys=True).encode()
 
 
-def _post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int | None, str]:
-    """POST without following redirects or retrying (Celery retries); (status, error)."""
-    if not url.startswith(("https://", "http://")):
-        return None, "not an http(s) URL"
-    try:
-        response = urllib3.request(
-            "POST", url, body=body, headers={"Content-Type": "application/json", **headers},
-            timeout=WEBHOOK_TIMEOUT, retries=False, redirect=False,
-        )
-    except urllib3.exceptions.HTTPError as exc:
-        return None, str(exc)
-    return response.status, "" if 200 <= response.status < 300 else f"HTTP {response.status}"
-
-
 def deliver_webhook(delivery_id: int) -> float | None:
     """One try of a webhook delivery; the pause before the next try, or None when done."""
     delivery = WebhookDelivery.objects.select_related("event", "webhook").get(pk=delivery_id)
@@ -269,16 +259,19 @@ def deliver_webhook(delivery_id: int) -> float | None:
     body = _body(delivery.event)
     timestamp = str(int(time.time()))
     secret = decrypt(delivery.webhook.secret_encrypted)
-    status, error = _post(delivery.url, body, {
+    answer = egress.post(delivery.url, body=body, timeout=WEBHOOK_TIMEOUT,
+                         allowed=egress.allowed_networks(), headers={
+        "Content-Type": "application/json",
         "X-RLark-Event": delivery.event.key, "X-RLark-Timestamp": timestamp,
         "X-RLark-Signature": sign(secret, timestamp, body),
     })
+    status = answer.status
     ok = status is not None and 200 <= status < 300
     tries = delivery.attempts + 1
     now = timezone.now()
     WebhookDelivery.objects.filter(pk=delivery.pk).update(
         attempts=F("attempts") + 1, status_codes=[*delivery.status_codes, status],
-        last_error="" if ok else error or f"HTTP {status}",
+        last_error="" if ok else str(answer.error or f"HTTP {status}"),
         delivered_at=now if ok else None,
         gave_up_at=now if not ok and tries >= WEBHOOK_TRIES else None,
     )
@@ -294,7 +287,9 @@ def webhook_save(*, team: Any, url: str, enabled: bool,
                  secret: str | None) -> tuple[TeamWebhook, str]:
     """Set the team's webhook, the secret stored encrypted. `secret` None keeps the stored
     one; with none stored, RLark generates one. Returns the webhook and the generated secret
-    ("" when none was generated), to be shown once."""
+    ("" when none was generated), to be shown once. The URL is checked by the one webhook
+    rule (the form and the API checked it already; this holds for any other caller)."""
+    validate_webhook_url(url)
     generated = ""
     with transaction.atomic():
         current = TeamWebhook.objects.select_for_update().filter(team=team).first()

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from psycopg.conninfo import conninfo_to_dict
 
 BASE_DIR = Path(__file__).resolve().parents[2]
@@ -43,6 +45,18 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return default
     return [part.strip() for part in raw.split(",") if part.strip()]
+
+
+def env_networks(name: str) -> list[str]:
+    """Comma-separated CIDRs (a bare address is its own /32 or /128), normalized; a value that
+    is not a network stops the process at start-up, naming it."""
+    networks = []
+    for part in env_list(name, []):
+        try:
+            networks.append(str(ipaddress.ip_network(part, strict=False)))
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{name}: {part!r} is not a network (CIDR)") from exc
+    return networks
 
 
 def database_from_url(url: str) -> dict[str, Any]:
