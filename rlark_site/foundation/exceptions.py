@@ -13,11 +13,13 @@ findings engine's output. A few answers add context keys (for example `state` on
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from http import HTTPStatus
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views import defaults
 from rest_framework import exceptions, status
 from rest_framework.renderers import JSONRenderer
@@ -69,6 +71,60 @@ class DomainErrorMiddleware:
             raise Http404(exception.message) from exception
         if isinstance(exception, AdminOnlyError):
             raise PermissionDenied(exception.message) from exception
+
+
+# What an error answer under /api/ says when the answer that reached the outermost layer was
+# not JSON (Django's debug pages, a view's plain HttpResponseNotAllowed, ...).
+_STATUS_DETAIL = {
+    400: gettext_lazy("Bad request."),
+    403: gettext_lazy("You do not have permission to perform this action."),
+    404: gettext_lazy("Not found."),
+    405: gettext_lazy("Method not allowed."),
+    413: gettext_lazy("The request body is too large."),
+    500: gettext_lazy("Server error."),
+}
+# Headers of the replaced answer that still mean something on the JSON one.
+_KEPT_HEADERS = ("Allow", "Retry-After", "WWW-Authenticate", "Vary", "Content-Language")
+
+
+class ApiErrorShapeMiddleware:
+    """Every error answer under /api/ is JSON in the one shape, whatever produced it: DRF's
+    handler and `handler400/403/404/500` already do, but with `DEBUG` on (`make run`) Django
+    answers an unknown URL, a refused Host or an exception with its HTML debug pages instead
+    of calling those handlers, and a plain Django view may answer 405 as text. Outermost in
+    MIDDLEWARE, so it sees every answer; pages outside /api/ keep their HTML."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if response.status_code < 400 or not is_api_request(request) or _is_json(response):
+            return response
+        return _json_error(response)
+
+
+def _is_json(response: HttpResponse) -> bool:
+    media_type = response.get("Content-Type", "").split(";", 1)[0].strip().lower()
+    return media_type == "application/json" or media_type.endswith("+json")
+
+
+def _json_error(response: HttpResponse) -> HttpResponse:
+    status_code = response.status_code
+    known = _STATUS_DETAIL.get(status_code)
+    if known is not None:
+        detail = str(known)
+    elif status_code in HTTPStatus._value2member_map_:
+        detail = HTTPStatus(status_code).phrase + "."
+    else:
+        detail = _("Error.")
+    answer = api_error_response(detail, status_code)
+    for name in _KEPT_HEADERS:
+        if response.has_header(name):
+            answer[name] = response[name]
+    for cookie in response.cookies.values():
+        answer.cookies[cookie.key] = cookie
+    return answer
 
 
 def error_body(detail: str, **extra: Any) -> dict[str, Any]:

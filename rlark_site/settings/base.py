@@ -36,6 +36,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "rlark_site.foundation.exceptions.ApiErrorShapeMiddleware",
     "rlark_site.foundation.apiversion.ApiVersionMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",

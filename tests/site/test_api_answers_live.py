@@ -1,0 +1,105 @@
+"""Every answer under /api/ is JSON in the one error shape, through a real gunicorn started as
+`make run` starts it (DEBUG on) and as production runs it (DEBUG off): an unknown path with a
+valid token, a method a route does not take, a refused Host, a body over the limit, a server
+error; pages outside /api/ keep their HTML. (Django's test client never shows the DEBUG pages
+`make run` answered with: the 404 there was text/html.) Only the test with a token writes to
+the database (committed, so the server sees it); the others need no rows."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.http import HttpResponse, HttpResponseNotAllowed
+from django.test import RequestFactory
+
+from rlark_site.foundation.exceptions import ApiErrorShapeMiddleware
+from rlark_site.foundation.tenancy.models import ApiToken
+from tests.site.live_web import LiveWeb
+
+
+def json_error(answer: tuple[int, dict[str, str], bytes], status: int) -> dict[str, Any]:
+    code, headers, body = answer
+    assert (code, headers["content-type"].split(";")[0]) == (status, "application/json"), (
+        code, headers, body[:300])
+    document: dict[str, Any] = json.loads(body)
+    assert isinstance(document["detail"], str) and document["detail"]
+    return document
+
+
+@pytest.fixture
+def token(transactional_db: None, member: Any) -> str:
+    _row, secret = ApiToken.objects.create(user=member, expiry=timedelta(days=1), name="live")
+    return str(secret)
+
+
+def test_an_unknown_api_path_with_a_valid_token_is_json_404(live_web: LiveWeb,
+                                                            token: str) -> None:
+    auth = {"Authorization": f"Token {token}"}
+    assert json_error(live_web.request("GET", "/api/v1/no-such-endpoint/", headers=auth),
+                      404)["detail"] == "Not found."
+    assert json_error(live_web.request("GET", "/api/v2/", headers=auth), 404)
+    code, _headers, _body = live_web.request("GET", "/api/v1/teams/", headers=auth)
+    assert code == 200  # the token is good
+
+
+def test_a_method_the_route_does_not_take_is_json_405(live_web: LiveWeb) -> None:
+    answer = live_web.request("DELETE", "/api/v1/auth/token/")  # open to anyone, POST only
+    json_error(answer, 405)
+    assert "POST" in answer[1]["allow"]
+
+
+def test_a_refused_host_is_json_400(live_web: LiveWeb) -> None:
+    json_error(live_web.request("GET", "/api/v1/teams/", headers={"Host": "evil.example"}), 400)
+
+
+def test_a_body_over_the_limit_is_json_413(live_web: LiveWeb) -> None:
+    answer = live_web.request("POST", "/api/v1/jobs/", body=b"{" + b" " * 3_000_000 + b"}",
+                              headers={"Content-Type": "application/json"})
+    json_error(answer, 413)
+
+
+def test_a_post_to_a_path_without_its_slash_is_json_even_when_django_refuses_it(
+    live_web: LiveWeb
+) -> None:
+    """With DEBUG on, Django's CommonMiddleware raises for a POST it cannot redirect (its
+    debug page, a 500); off, it redirects (a 301, not an error)."""
+    code, headers, body = live_web.request("POST", "/api/v1/auth/token", body=b"{}",
+                                           headers={"Content-Type": "application/json"})
+    if live_web.mode == "make-run":
+        json_error((code, headers, body), 500)
+    else:
+        assert (code, headers["location"]) == (301, "/api/v1/auth/token/")
+
+
+def test_pages_outside_the_api_keep_their_html(live_web: LiveWeb) -> None:
+    code, headers, _body = live_web.request("GET", "/no-such-page/")
+    assert (code, headers["content-type"].split(";")[0]) == (404, "text/html")
+    code, headers, _body = live_web.request("GET", "/jobs/", headers={"Host": "evil.example"})
+    assert (code, headers["content-type"].split(";")[0]) == (400, "text/html")
+
+
+def _answer_with(response: HttpResponse) -> ApiErrorShapeMiddleware:
+    return ApiErrorShapeMiddleware(lambda request: response)
+
+
+def test_the_outermost_layer_turns_any_other_error_answer_into_the_shape() -> None:
+    request = RequestFactory().post("/api/v1/anything/")
+    answer = _answer_with(HttpResponseNotAllowed(["GET"], content=b"<h1>no</h1>"))(request)
+    assert (answer.status_code, answer["Content-Type"], answer["Allow"]) == (
+        405, "application/json", "GET")
+    assert json.loads(answer.content) == {"detail": "Method not allowed."}
+    teapot = _answer_with(HttpResponse("short and stout", status=418))(request)
+    assert json.loads(teapot.content) == {"detail": "I'm a Teapot."}
+
+
+def test_json_answers_and_pages_pass_through_unchanged() -> None:
+    page = HttpResponse("<h1>Not found</h1>", status=404)
+    assert _answer_with(page)(RequestFactory().get("/jobs/x/")) is page
+    problem = HttpResponse(b"{}", status=409, content_type="application/problem+json")
+    assert _answer_with(problem)(RequestFactory().get("/api/v1/x/")) is problem
+    fine = HttpResponse("ok")
+    assert _answer_with(fine)(RequestFactory().get("/api/v1/x/")) is fine
+
