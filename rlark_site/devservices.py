@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -354,14 +355,47 @@ def _run_product() -> int:
                     proc.wait()
 
 
+def _chooses_workers(pytest_args: list[str]) -> bool:
+    """Whether pytest's arguments already say how to run in parallel (`-n 0`, `-n4`,
+    `--dist ...`, `-p no:xdist`)."""
+    for arg, following in zip(pytest_args, [*pytest_args[1:], ""], strict=False):
+        if arg.startswith(("-n", "--numprocesses", "--dist")):
+            return True
+        if (arg, following) == ("-p", "no:xdist") or arg == "-pno:xdist":
+            return True
+    return False
+
+
+def pytest_workers(env: dict[str, str]) -> int:
+    """How many pytest-xdist workers `make test` starts: RLARK_TEST_WORKERS, else one per CPU
+    this process may use (at most 8; 0 runs the suite serially in one process)."""
+    raw = env.get("RLARK_TEST_WORKERS", "").strip()
+    if raw:
+        return max(0, int(raw))
+    return min(8, len(os.sched_getaffinity(0)))
+
+
+def pytest_command(pytest_args: list[str], env: dict[str, str]) -> list[str]:
+    """pytest with the 25 slowest tests reported and, unless the arguments choose otherwise,
+    spread over `pytest_workers` processes (tests of one module stay on one worker, so its
+    module-scoped fixtures are set up once)."""
+    extra = ["--durations=25"]
+    workers = pytest_workers(env)
+    if workers > 1 and not _chooses_workers(pytest_args):
+        extra += ["-n", str(workers), "--dist", "loadscope"]
+    return [PYTHON, "-m", "pytest", *extra, *pytest_args]
+
+
 def run_tests(pytest_args: list[str]) -> int:
-    """Lint, import contracts, type checks, then the whole pytest suite."""
+    """Lint and import contracts, then the whole pytest suite with mypy beside it: mypy's
+    report is printed after pytest's output (so neither is interleaved with the other), and
+    either failing fails the run."""
     bin_dir = Path(PYTHON).parent
     steps: list[tuple[str, list[str]]] = [
         ("ruff", [str(bin_dir / "ruff"), "check", "."]),
         ("import contracts", [str(bin_dir / "lint-imports")]),
-        ("mypy", [str(bin_dir / "mypy"), "rlark_site", "clusters", "jobs"]),
     ]
+    mypy = [str(bin_dir / "mypy"), "rlark_site", "clusters", "jobs"]
     with services() as env:
         env.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
         for name, cmd in steps:
@@ -369,12 +403,29 @@ def run_tests(pytest_args: list[str]) -> int:
             if subprocess.run(cmd, env=env, cwd=BASE_DIR).returncode != 0:
                 _log(f"{name} failed")
                 return 1
-        _log("pytest")
-        code = subprocess.run([PYTHON, "-m", "pytest", *pytest_args], env=env, cwd=BASE_DIR)
-        if code.returncode == 5:
+        _log(f"mypy: {' '.join(mypy[1:])} (runs beside pytest; its report follows pytest's)")
+        with tempfile.TemporaryFile() as report:
+            types = subprocess.Popen(mypy, env=env, cwd=BASE_DIR, stdout=report,
+                                     stderr=subprocess.STDOUT)
+            try:
+                command = pytest_command(pytest_args, env)
+                _log(" ".join(command[1:]))
+                code = subprocess.run(command, env=env, cwd=BASE_DIR).returncode
+            finally:
+                if types.poll() is None and sys.exc_info()[0] is not None:
+                    types.terminate()
+                types_code = types.wait()
+            report.seek(0)
+            _log(f"mypy: {' '.join(mypy[1:])}")
+            sys.stdout.flush()
+            sys.stdout.buffer.write(report.read())
+            sys.stdout.flush()
+        if types_code != 0:
+            _log("mypy failed")
+        if code == 5:
             _log("pytest collected no tests: that is a failure")
             return 1
-        return code.returncode
+        return 1 if types_code != 0 else code
 
 
 def _interrupt_on_termination() -> None:

@@ -3,6 +3,7 @@ team, and a platform admin, so every view test can also prove cross-tenant denia
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -19,12 +20,52 @@ from django.utils import translation
 from rest_framework.test import APIClient
 
 from rlark_site.foundation.tenancy.models import ApiToken, MemberRole, Membership, Team
+from tests.parallel import clone_test_database, drop_template, isolate_redis
 from tests.query_bounds import bounded_queries
 
 User = get_user_model()
 REPO = Path(__file__).resolve().parent.parent
 DEMO_FLEET = REPO / "deploy" / "fleets" / "demo.yaml"
 PASSWORD = "correct-horse-battery"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist every worker gets a Redis database of its own (tests/parallel.py)."""
+    isolate_redis(os.environ.get("PYTEST_XDIST_WORKER", ""))
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(request: pytest.FixtureRequest, django_test_environment: None,
+                    django_db_blocker: Any, django_db_use_migrations: bool,
+                    django_db_keepdb: bool, django_db_createdb: bool,
+                    django_db_modify_db_settings: None) -> Iterator[None]:
+    """pytest-django's fixture; under xdist each worker's database is a copy of one template
+    migrated once per run (tests/parallel.py) instead of every worker running the migrations.
+    With --reuse-db or --no-migrations, pytest-django's own way."""
+    from django.test.utils import setup_databases, teardown_databases
+    from pytest_django.fixtures import _disable_migrations, _get_databases_for_setup
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    keepdb = django_db_keepdb and not django_db_createdb
+    aliases, serialized_aliases = _get_databases_for_setup(request.session.items)
+    verbosity = request.config.option.verbose
+    cloned = bool(worker) and aliases == {"default"} and not serialized_aliases and \
+        not keepdb and django_db_use_migrations
+    if not django_db_use_migrations:
+        _disable_migrations()
+    with django_db_blocker.unblock():
+        if cloned:
+            db_cfg = clone_test_database(worker, verbosity=verbosity)
+        else:
+            db_cfg = setup_databases(verbosity=verbosity, interactive=False, aliases=aliases,
+                                     serialized_aliases=serialized_aliases, keepdb=keepdb)
+    yield
+    if django_db_keepdb:
+        return
+    with django_db_blocker.unblock():
+        teardown_databases(db_cfg, verbosity=verbosity)
+        if cloned:
+            drop_template(worker)
 
 
 @pytest.fixture(scope="session", autouse=True)

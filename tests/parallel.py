@@ -1,0 +1,167 @@
+"""What keeps pytest-xdist's workers (`-n 2`: gw0, gw1, ...) out of each other's way.
+
+- PostgreSQL: pytest-django gives each worker its own test database (`test_<name>_gw0`, ...);
+  `django_db_setup` in tests/conftest.py migrates one template per run and clones it.
+- Redis: each worker uses a database of its own (cache, throttles, Celery broker, beat lock),
+  so a test that empties its database (tests/jobs/test_worker_crash.py) or starts real Celery
+  workers and beat (tests/site/test_scale_out.py) never sees another worker's keys or
+  messages. Worker K takes the K-th number of `RLARK_TEST_REDIS_DBS` (comma-separated) when
+  set, else REDIS_URL's database + K (the embedded Redis of `make test` has 16 databases).
+  Processes a test starts inherit the worker's REDIS_URL.
+- Ports: every server a test starts (simulator, gunicorn, Django's live server) binds port 0
+  or a port just found free; no test uses a fixed port.
+- Files: `tmp_path` is per test; screenshots are named after their test.
+
+A serial run (`-n 0`, or plain `pytest` without `-n`) uses REDIS_URL as it is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+WORKER_DBS = "RLARK_TEST_REDIS_DBS"
+# REDIS_URL as this process was given it (before `isolate_redis`).
+given_redis_url = ""
+
+
+def worker_index(worker: str) -> int | None:
+    """0 for `gw0`, 1 for `gw1`, ...; None outside xdist (the controller or a serial run)."""
+    if not worker.startswith("gw") or not worker[2:].isdigit():
+        return None
+    return int(worker[2:])
+
+
+def worker_redis_url(url: str, worker: str, dbs: str = "") -> str:
+    """REDIS_URL with worker `worker`'s database number in its path."""
+    index = worker_index(worker)
+    if index is None:
+        return url
+    parts = urlsplit(url)
+    path = parts.path.strip("/")
+    base = int(path) if path.isdigit() else 0
+    if dbs.strip():
+        numbers = [int(n) for n in dbs.split(",") if n.strip()]
+        if index >= len(numbers):
+            raise pytest.UsageError(
+                f"{WORKER_DBS}={dbs!r} names {len(numbers)} Redis databases, "
+                f"not enough for worker {worker}: give one per worker (-n)"
+            )
+        db = numbers[index]
+    else:
+        db = base + index
+    return urlunsplit(parts._replace(path=f"/{db}"))
+
+
+def isolate_redis(worker: str) -> None:
+    """Point this worker's settings (and the processes its tests start) at its own database.
+
+    Called from `pytest_configure`, after Django's settings are loaded but before anything
+    opened a cache connection or read the Celery app's configuration."""
+    import redis
+    from django.conf import settings
+
+    global given_redis_url
+    given_redis_url = given_redis_url or settings.REDIS_URL
+    url = worker_redis_url(settings.REDIS_URL, worker, os.environ.get(WORKER_DBS, ""))
+    if url == settings.REDIS_URL:
+        return
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=5).ping()
+    except redis.RedisError as exc:
+        raise pytest.UsageError(
+            f"worker {worker} cannot use Redis database {url!r} ({exc}); set {WORKER_DBS} to "
+            "one free database number per worker, or run fewer workers (-n)"
+        ) from exc
+    os.environ["REDIS_URL"] = url
+    settings.REDIS_URL = url
+    settings.CELERY_BROKER_URL = url
+    settings.CACHES = {
+        **settings.CACHES, "default": {**settings.CACHES["default"], "LOCATION": url},
+    }
+    from django.core.cache import caches
+
+    caches.__dict__.pop("settings", None)  # re-read CACHES if the handler already had
+
+    from rlark_site.celery import app
+
+    app.conf.broker_url = url
+
+
+@contextlib.contextmanager
+def _template_lock(connection: Any, template: str) -> Iterator[Any]:
+    """A cursor on the maintenance database holding an advisory lock named after `template`
+    (PostgreSQL-wide, so the workers of one run take turns)."""
+    with connection.creation._nodb_cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_lock(hashtext(%s))", [template])
+        try:
+            yield cursor
+        finally:
+            cursor.execute("SELECT pg_advisory_unlock(hashtext(%s))", [template])
+
+
+def _run_comment(cursor: Any, name: str) -> str | None:
+    cursor.execute("SELECT shobj_description(oid, 'pg_database') FROM pg_database "
+                   "WHERE datname = %s", [name])
+    row = cursor.fetchone()
+    return None if row is None else (row[0] or "")
+
+
+def clone_test_database(worker: str, *, verbosity: int) -> list[tuple[Any, str, bool]]:
+    """Create this worker's test database as a copy of a template migrated once per run.
+
+    The first worker to get the lock creates `<test name>_template` through Django's own
+    test-database creation (migrations, post-migrate triggers) and marks it with the run's
+    id (PYTEST_XDIST_TESTRUNUID); every worker then copies it (CREATE DATABASE ... TEMPLATE,
+    a file copy instead of running every migration again). Returns what
+    `django.test.utils.teardown_databases` takes."""
+    from django.conf import settings
+    from django.db import connections
+    from django.test.utils import setup_databases
+
+    connection = connections["default"]
+    creation = connection.creation
+    old_name = connection.settings_dict["NAME"]
+    target = creation._get_test_db_name()
+    template = f"{target.removesuffix(f'_{worker}')}_template"
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "") or f"pid-{os.getppid()}"
+    quote = connection.ops.quote_name
+    with _template_lock(connection, template) as cursor:
+        if _run_comment(cursor, template) != run:
+            cursor.execute(f"DROP DATABASE IF EXISTS {quote(template)}")
+            test_settings = connection.settings_dict["TEST"]
+            test_settings["NAME"] = template
+            try:
+                setup_databases(verbosity=verbosity, interactive=False, aliases={"default"},
+                                serialized_aliases=set())
+            finally:
+                test_settings["NAME"] = target
+                connection.close()
+                connection.settings_dict["NAME"] = old_name
+                settings.DATABASES["default"]["NAME"] = old_name
+            cursor.execute(f"COMMENT ON DATABASE {quote(template)} IS %s", [run])
+        if verbosity >= 1:
+            creation.log(f"Cloning test database {target} from {template}...")
+        cursor.execute(f"DROP DATABASE IF EXISTS {quote(target)}")
+        cursor.execute(f"CREATE DATABASE {quote(target)} WITH TEMPLATE {quote(template)}")
+    connection.close()
+    connection.settings_dict["NAME"] = target
+    settings.DATABASES["default"]["NAME"] = target
+    connection.ensure_connection()
+    return [(connection, old_name, True)]
+
+
+def drop_template(worker: str) -> None:
+    """Drop the run's template database (a worker still to clone would build it again)."""
+    from django.db import connections
+
+    connection = connections["default"]
+    target = connection.creation._get_test_db_name()
+    template = f"{target.removesuffix(f'_{worker}')}_template"
+    with _template_lock(connection, template) as cursor:
+        cursor.execute(f"DROP DATABASE IF EXISTS {connection.ops.quote_name(template)}")
