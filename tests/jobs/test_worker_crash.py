@@ -60,6 +60,12 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = WAIT_SECONDS)
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def create_in_flight(simulator: Any) -> bool:
+    """Whether the cluster received a Job create (it may still be waiting out the latency)."""
+    return any(entry["method"] == "POST" and entry["path"].endswith(f"/namespaces/{NAMESPACE}/jobs")
+               for entry in simulator.requests(CLUSTER))
+
+
 @pytest.fixture
 def broker() -> Iterator[redis.Redis]:
     """This engineer's Redis database, emptied before and after (no stray messages)."""
@@ -154,7 +160,10 @@ def test_a_worker_killed_mid_submission_loses_nothing(
             run_record=record, outcome=AttemptOutcome.IN_PROGRESS
         ).exists(),
     )
-    time.sleep(0.8)  # the create request is now waiting out the simulator's latency
+    # Killed once the create request reached the simulator (logged on arrival, then held for
+    # the latency): a fixed pause here lost the race on a loaded machine (the worker had not
+    # sent it yet, so no create ever happened).
+    wait_for("the create request to reach the simulator", lambda: create_in_flight(simulator))
     os.kill(first.pid, signal.SIGKILL)
     first.wait(timeout=10)
     record.refresh_from_db()
