@@ -14,6 +14,9 @@ from celery import Task, shared_task
 from jobs.metrics import record_submission
 from jobs.notify.services import deliver_event, deliver_webhook
 from jobs.observe.signals import scan_first_signals
+from jobs.progress import conf as progress_conf
+from jobs.progress.reader import cancel_stalled_run as cancel_stalled
+from jobs.progress.reader import clusters_with_running_runs, read_cluster_progress
 from jobs.records import conf
 from jobs.records.status import clusters_with_active_runs, flag_overdue_pending, sync_cluster
 from jobs.records.submission import stalled_run_record_ids, submit_attempt
@@ -67,6 +70,27 @@ def sync_cluster_status(cluster: str) -> dict[str, Any]:
 def sync_first_signals() -> int:
     """Look for the launch lists' expected first signals in Running jobs' Head Task logs."""
     return scan_first_signals()
+
+
+@shared_task(name="jobs.tasks.sync_training_progress", ignore_result=True)
+def sync_training_progress() -> list[str]:
+    """Fan out: one progress pass per cluster with Running runs (expires after one interval)."""
+    clusters = clusters_with_running_runs()
+    for cluster in clusters:
+        sync_cluster_progress.apply_async(args=[cluster], expires=progress_conf.poll_interval())
+    return clusters
+
+
+@shared_task(name="jobs.tasks.sync_cluster_progress")
+def sync_cluster_progress(cluster: str) -> dict[str, Any]:
+    """Read the Head Task logs of a cluster's Running runs since last time; stalls."""
+    return read_cluster_progress(cluster=cluster)._asdict()
+
+
+@shared_task(name="jobs.tasks.cancel_stalled_run", acks_late=True)
+def cancel_stalled_run(episode_id: int) -> bool:
+    """Cancel a run stalled longer than its launch list allows (claimed once by the pass)."""
+    return cancel_stalled(episode_id)
 
 
 @shared_task(bind=True, name="jobs.tasks.notify_event", acks_late=True)

@@ -41,6 +41,10 @@ def _schedule(sender: Celery, **_: object) -> None:
             "task": "jobs.tasks.sync_submitted_jobs",
             "schedule": float(settings.RLARK_STATUS_POLL_INTERVAL),
         },
+        "read-training-progress": {
+            "task": "jobs.tasks.sync_training_progress",
+            "schedule": float(settings.RLARK_PROGRESS_POLL_INTERVAL),
+        },
         "find-first-signals": {
             "task": "jobs.tasks.sync_first_signals",
             "schedule": float(settings.RLARK_STATUS_POLL_INTERVAL),

@@ -297,6 +297,7 @@ def _run_product() -> int:
         env.setdefault("DEBUG", "1")
         env.setdefault("RLARK_INVENTORY_POLL_INTERVAL", "30")
         env.setdefault("RLARK_STATUS_POLL_INTERVAL", "5")
+        env.setdefault("RLARK_PROGRESS_POLL_INTERVAL", "5")
         env.setdefault("RLARK_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
         webhooks = open_local_webhooks(env)
         _manage(env, "migrate", "--no-input", "-v", "0")

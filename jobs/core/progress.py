@@ -250,19 +250,21 @@ class Reading:
 def parse_stamp(text: str) -> datetime | None:
     """An RFC 3339 timestamp as the kubelet writes it (`2026-12-01T10:00:00.123456789Z`,
     trailing zeros of the fraction dropped or not); None when `text` is not one."""
-    if len(text) < 20 or text[-1] != "Z" or text[10] != "T":
+    if len(text) < 20 or text[-1] != "Z" or text[10] != "T" or text[4] != "-" or \
+            text[7] != "-" or text[13] != ":" or text[16] != ":":
         return None
+    fields = (text[0:4], text[5:7], text[8:10], text[11:13], text[14:16], text[17:19])
+    fraction = text[19:-1]
+    digits = fraction[1:]
+    if not all(part.isdigit() for part in fields) or (fraction and (
+            fraction[0] != "." or not digits.isdigit() or len(digits) > 9)):
+        return None
+    year, month, day, hour, minute, second = (int(part) for part in fields)
     try:
-        moment = datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
+        return datetime(year, month, day, hour, minute, second,
+                        int((digits + "000000")[:6]) if fraction else 0, tzinfo=UTC)
     except ValueError:
         return None
-    fraction = text[19:-1]
-    if fraction:
-        digits = fraction[1:]
-        if fraction[0] != "." or not digits.isdigit() or len(digits) > 9:
-            return None
-        moment += timedelta(microseconds=int((digits + "000000")[:6]))
-    return moment
 
 
 def _stamped(raw: str) -> tuple[datetime | None, str]:
@@ -349,11 +351,11 @@ def _thin(points: list[list[int]]) -> list[list[int]]:
 
 def add_points(points: Sequence[Sequence[int]], steps: Sequence[StepLine], *,
                limit: int = POINTS_MAX) -> list[list[int]]:
-    """The series `[[unix seconds, step], ...]` with the new step lines added: a point when
+    """The series `[[unix milliseconds, step], ...]` with the new step lines added: a point when
     the step changed, at most `limit` points (thinned evenly when it would pass them)."""
     series = [[int(t), int(s)] for t, s in points]
     for line in steps:
-        moment = int(line.at.timestamp())
+        moment = int(line.at.timestamp() * 1000)
         if series and series[-1][1] == line.step:
             continue
         if series and moment < series[-1][0]:
@@ -367,8 +369,9 @@ def add_points(points: Sequence[Sequence[int]], steps: Sequence[StepLine], *,
     return series
 
 
-def rate_per_hour(points: Sequence[Sequence[int]], *, window: int = 3600) -> float | None:
-    """Steps per hour over the last `window` seconds of the series, measured from its last
+def rate_per_hour(points: Sequence[Sequence[int]], *,
+                  window: int = 3_600_000) -> float | None:
+    """Steps per hour over the last `window` milliseconds of the series, measured from its last
     restart on (a point lower than the one before); None without two points to measure."""
     if len(points) < 2:
         return None
@@ -382,4 +385,4 @@ def rate_per_hour(points: Sequence[Sequence[int]], *, window: int = 3600) -> flo
     begin_time, begin_step = points[start]
     if start == last or end_time <= begin_time or end_step < begin_step:
         return None
-    return round((end_step - begin_step) / (end_time - begin_time) * 3600, 1)
+    return round((end_step - begin_step) / (end_time - begin_time) * 3_600_000, 1)

@@ -90,6 +90,8 @@ class JobListView(generics.ListAPIView):
                          "with a role placed on it"),
         OpenApiParameter("creator", str, description="created by this username"),
         OpenApiParameter("pending", bool, description="only jobs flagged Pending too long"),
+        OpenApiParameter("stalled", bool, description="only Running jobs stalled: no new "
+                         "training step for their launch list's stall limit (docs/progress.md)"),
         OpenApiParameter("sort", str, enum=list(JOB_SORTS), description="order (default "
                          "-updated: last change, newest first)"),
     ])

@@ -32,6 +32,7 @@ class JobListForm(forms.Form):
     cluster = forms.CharField(label=_("Cluster"), required=False, max_length=63)
     creator = forms.CharField(label=_("Created by"), required=False, max_length=150)
     pending = forms.BooleanField(label=_("Pending too long only"), required=False)
+    stalled = forms.BooleanField(label=_("Stalled only"), required=False)
     team = forms.CharField(label=_("Team"), required=False, max_length=50)
     sort = forms.ChoiceField(label=_("Sort"), required=False, choices=[
         ("-updated", _("last change, newest first")), ("updated", _("last change, oldest first")),
@@ -44,5 +45,5 @@ class JobListForm(forms.Form):
         return JobListQuery(
             search=data["q"].strip(), state=data["state"], cluster=data["cluster"].strip(),
             creator=data["creator"].strip(), pending_flagged=data["pending"],
-            sort=data["sort"] or "-updated",
+            stalled=data["stalled"], sort=data["sort"] or "-updated",
         )

@@ -11,6 +11,7 @@ from django.db.models.functions import Coalesce
 from django.utils.translation import gettext as _
 
 from jobs.models import Job, JobState, Role, SSHKey
+from jobs.progress.selectors import stalled_jobs
 from rlark_site.foundation.exceptions import NotFoundError
 from rlark_site.foundation.tenancy.access import (
     access_team_object,
@@ -71,6 +72,7 @@ class JobListQuery:
     cluster: str = ""
     creator: str = ""
     pending_flagged: bool = False
+    stalled: bool = False
     sort: str = "-updated"
 
 
@@ -100,6 +102,8 @@ def job_search(user: Any, query: JobListQuery, *, team: Team | None = None) -> Q
         jobs = jobs.filter(created_by__username=query.creator)
     if query.pending_flagged:
         jobs = jobs.filter(run_record__pending_flagged=True)
+    if query.stalled:
+        jobs = jobs.filter(stalled_jobs())
     return jobs.order_by(*JOB_SORTS.get(query.sort, JOB_SORTS["-updated"]))
 
 
@@ -120,7 +124,7 @@ class JobSummaries:
         return self.jobs.count()
 
     def __getitem__(self, window: slice) -> QuerySet[Job, dict[str, Any]]:
-        return self.jobs[window].values(*JOB_SUMMARY_COLUMNS)
+        return self.jobs[window].values(*JOB_SUMMARY_COLUMNS, stalled=stalled_jobs())
 
 
 def job_summaries(jobs: QuerySet[Job]) -> JobSummaries:

@@ -25,6 +25,8 @@ from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
 from jobs.context import Evaluation
 from jobs.models import Job, JobState, Role, SSHKey
+from jobs.progress.selectors import progress_body
+from jobs.progress.serializers import ProgressSerializer
 
 MAX_ROLES = 64
 MAX_CONDITIONS = 64
@@ -300,12 +302,20 @@ class JobSummarySerializer(serializers.ModelSerializer):
     state = serializers.ChoiceField(choices=JobState.choices, read_only=True)
     submitted_at = serializers.DateTimeField(source="run.submitted_at", read_only=True,
                                              allow_null=True)
+    stalled = serializers.SerializerMethodField()
     url = serializers.SerializerMethodField()
 
     class Meta:
         model = Job
         fields = ["name", "team", "task_type", "state", "wizard_step", "created_by",
-                  "created_at", "updated_at", "submitted_at", "url"]
+                  "created_at", "updated_at", "submitted_at", "stalled", "url"]
+
+    @extend_schema_field(OpenApiTypes.BOOL)
+    def get_stalled(self, job: Job) -> bool:
+        """Running and no new training step for the launch list's stall limit (SPEC 16)."""
+        run = job.run
+        return run is not None and run.state == JobState.RUNNING and run.stall_episodes.filter(
+            ended_at=None).exists()
 
     def get_url(self, job: Job) -> str:
         # A page of jobs reverses the route once: the detail URL with a placeholder name,
@@ -352,6 +362,7 @@ def job_summary_rows(rows: Iterable[Mapping[str, Any]], *, request: Any) -> list
             "created_at": _iso_datetime(row["created_at"], zone),
             "updated_at": _iso_datetime(row["updated_at"], zone),
             "submitted_at": _iso_datetime(row["run_record__submitted_at"], zone),
+            "stalled": bool(row.get("stalled")),
             "url": _job_url(template, row["name"]),
         }
         for row in rows
@@ -380,13 +391,18 @@ class JobDetailSerializer(JobSummarySerializer):
     findings = serializers.SerializerMethodField()
     has_errors = serializers.SerializerMethodField()
     links = serializers.SerializerMethodField()
+    progress = serializers.SerializerMethodField()
 
     class Meta(JobSummarySerializer.Meta):
         fields = [*JobSummarySerializer.Meta.fields, "header_role", "roles", "network_domain",
                   "ssh_keys", "run_script", "tensorboard_log_dir",
                   "image_compatibility_confirmed", "launch_list", "deployment_parameters",
                   "cluster", "namespace", "status_reason", "status_message",
-                  "findings", "has_errors", "links"]
+                  "findings", "has_errors", "links", "progress"]
+
+    @extend_schema_field(ProgressSerializer)
+    def get_progress(self, job: Job) -> dict[str, Any]:
+        return progress_body(job.run)
 
     def _evaluation(self) -> Evaluation:
         evaluation: Evaluation = self.context["evaluation"]

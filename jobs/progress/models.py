@@ -32,7 +32,7 @@ class RunProgress(models.Model):
     first_step_at = models.DateTimeField(null=True, blank=True)
     last_step_at = models.DateTimeField(null=True, blank=True)  # when the step last changed
     restarts = models.PositiveIntegerField(default=0)  # times the step went down
-    points = models.JSONField(default=list, blank=True)  # [[unix seconds, step], ...] <= 200
+    points = models.JSONField(default=list, blank=True)  # [[unix milliseconds, step], ...] <= 200
     bytes_read = models.BigIntegerField(default=0)
     rejected_lines = models.BigIntegerField(default=0)  # matched, but not a sane step
     skipped_lines = models.BigIntegerField(default=0)  # longer than one read's bound

@@ -26,6 +26,7 @@ from jobs.models import (
     LaunchList,
     RunRecord,
 )
+from jobs.progress.selectors import progress_body
 from jobs.records.rundiff import RunDiff, semantic_diff
 from rlark_site.foundation.audit.selectors import (
     AuditEvent,
@@ -186,8 +187,10 @@ def run_record_get_for_user(user: Any, name: str) -> RunRecord:
     """One run record by job name; 404 for anyone outside its team (admins read all).
 
     Its attempts, status changes and first-run checks are not read with it: `run_record_chain`
-    reads them in the statement that finds what its audit trail covers."""
-    return access_team_object(_records(), user, admins_see_all=True, job_name=name)
+    reads them in the statement that finds what its audit trail covers. Its training progress
+    (`RunProgress`, one row or none) comes in the same statement."""
+    return access_team_object(_records().select_related("progress"), user, admins_see_all=True,
+                              job_name=name)
 
 
 # The id of every role the job ever had: deleted ones included, from the Role event table
@@ -391,6 +394,7 @@ def run_record_chain(record: RunRecord) -> dict[str, Any]:
         },
         "status_history": children.status_history,
         "first_run_checks": children.first_run_checks,
+        "progress": progress_body(record),
         "audit_events": events_as_dicts(events),
     }
 

@@ -24,6 +24,7 @@ from jobs.core.progress import (
 )
 from jobs.models import ConfirmationState, DeploymentParameters, LaunchList
 from jobs.observe.patterns import PATTERN_MAX, pattern_problem
+from jobs.progress.serializers import ProgressSerializer
 from jobs.records.confirmation import ConfirmationStatus, confirmation_status
 from rlark_site.foundation.limits import (
     MAX_CHECKLIST_ANSWERS,
@@ -439,6 +440,7 @@ class RunRecordChainSerializer(serializers.Serializer):
     submission = SubmissionSerializer()
     status_history = StatusChangeSerializer(many=True)
     first_run_checks = FirstRunCheckSerializer(many=True)
+    progress = ProgressSerializer()
     audit_events = AuditEventSerializer(many=True)
 
 

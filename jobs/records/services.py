@@ -287,7 +287,8 @@ def _delete_remote(record: RunRecord) -> None:
 
 
 @transaction.atomic
-def job_cancel(*, job: Job, user: Any) -> RunRecord:
+def job_cancel(*, job: Job, user: Any | None, reason: str = "CancelledByUser",
+               message: str = "") -> RunRecord:
     """Delete a submitted job's Job from its cluster and keep the record (state cancelled).
 
     The run record is locked before its state is checked and stays locked through the
@@ -299,6 +300,9 @@ def job_cancel(*, job: Job, user: Any) -> RunRecord:
     Before the Job is deleted (its pods go with it), every pod of a run on its cluster is
     captured into the record (`capture_before_cancel`: bounded in time; what it could not
     read is noted on the record, and the cancel goes on).
+
+    `user` None is RLark itself (a cancel after a stall): the status history then carries
+    `reason` and `message` instead of the user's name.
     """
     record = _run_record(job, lock=True)
     if record.state not in CANCELLABLE_STATES:
@@ -311,14 +315,17 @@ def job_cancel(*, job: Job, user: Any) -> RunRecord:
         record.refresh_from_db(fields=["capture_incomplete"])
     _delete_remote(record)
     now = timezone.now()
-    with _context(user, job.team):
+    context = _context(user, job.team) if user is not None else pghistory.context(
+        team=job.team.slug, actor="rlark", reason=reason)
+    with context:
         changed = move(record, JobState.CANCELLED, now=now)
         record.cancelled_at = now
         record.submission_lease_until = None
         record.save(update_fields=[*changed, "cancelled_at", "submission_lease_until"])
         StatusChange.objects.create(
-            run_record=record, phase="Cancelled", reason="CancelledByUser",
-            message=_("Cancelled by %(user)s.") % {"user": user.get_username()},
+            run_record=record, phase="Cancelled", reason=reason,
+            message=message or _("Cancelled by %(user)s.") % {
+                "user": user.get_username() if user is not None else "RLark"},
         )
     return record
 

@@ -39,6 +39,7 @@ CELERY_TASK_ROUTES = {
     "jobs.tasks.submit_*": {"queue": RLARK_QUEUE_SUBMISSION},
     "jobs.tasks.resume_stalled_submissions": {"queue": RLARK_QUEUE_SUBMISSION},
     "jobs.tasks.sync_*": {"queue": RLARK_QUEUE_STATUS},
+    "jobs.tasks.cancel_stalled_run": {"queue": RLARK_QUEUE_STATUS},
     "*.notify_*": {"queue": RLARK_QUEUE_NOTIFICATIONS},
     "*.notifications.*": {"queue": RLARK_QUEUE_NOTIFICATIONS},
 }
@@ -102,3 +103,9 @@ RLARK_LOG_MAX_BYTES = env_int("RLARK_LOG_MAX_BYTES", 1024 * 1024)
 # it deletes the Job (seconds), and the most pods one namespace listing of the status sync reads.
 RLARK_CANCEL_CAPTURE_SECONDS = env_float("RLARK_CANCEL_CAPTURE_SECONDS", 30.0)
 RLARK_CAPTURE_MAX_PODS = env_int("RLARK_CAPTURE_MAX_PODS", 100_000)
+# Training progress (docs/progress.md): how often each cluster's Running runs have their Head
+# Task log read (seconds; a cluster's pass expires after one), the most log bytes one run's read
+# takes per pass, and how many reads of one cluster's pass run at once.
+RLARK_PROGRESS_POLL_INTERVAL = env_float("RLARK_PROGRESS_POLL_INTERVAL", 15.0)
+RLARK_PROGRESS_READ_BYTES = env_int("RLARK_PROGRESS_READ_BYTES", 64 * 1024)
+RLARK_PROGRESS_READERS = env_int("RLARK_PROGRESS_READERS", 8)

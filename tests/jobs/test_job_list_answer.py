@@ -112,7 +112,7 @@ def test_a_row_reads_as_documented(jobs: None, api: APIClient) -> None:
         "name": "running-run", "team": "vision-rl", "task_type": "rl", "state": "running",
         "wizard_step": 5, "created_by": "member", "created_at": "2026-02-28T05:06:03.891011Z",
         "updated_at": "2026-03-04T05:06:03.891011Z", "submitted_at": "2026-03-04T05:06:07.891011Z",
-        "url": "http://testserver/api/v1/jobs/running-run/",
+        "stalled": False, "url": "http://testserver/api/v1/jobs/running-run/",
     }
     assert rows["whole-second"]["updated_at"] == "2026-03-04T05:06:07Z"
     assert rows["odd name/ü+%~:@!$&'()*,;="]["url"] == (

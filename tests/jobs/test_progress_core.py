@@ -184,8 +184,8 @@ def test_the_series_keeps_changes_only_and_stays_bounded_over_a_long_run() -> No
     for n in range(0, 5000, 10):
         points = add_points(points, [StepLine(at((n + k) * 5), n + k, None) for k in range(10)])
     assert len(points) <= POINTS_MAX
-    assert points[0] == [int(at(0).timestamp()), 0]
-    assert points[-1] == [int(at(4999 * 5).timestamp()), 4999]
+    assert points[0] == [int(at(0).timestamp() * 1000), 0]
+    assert points[-1] == [int(at(4999 * 5).timestamp() * 1000), 4999]
     assert all(a[0] <= b[0] for a, b in itertools.pairwise(points))
 
 
@@ -198,7 +198,7 @@ def test_a_restart_stays_visible_in_a_thinned_series() -> None:
 
 
 def test_the_rate_is_measured_from_the_last_restart() -> None:
-    points = [[0, 0], [3600, 100], [3700, 50], [7300, 150]]
+    points = [[0, 0], [3_600_000, 100], [3_700_000, 50], [7_300_000, 150]]
     assert rate_per_hour(points) == 100.0
     assert rate_per_hour([[0, 5]]) is None
 

@@ -133,6 +133,7 @@ def test_the_run_record_returns_the_chain_in_order_with_the_received_yamls_hash(
         "submission",
         "status_history",
         "first_run_checks",
+        "progress",
         "audit_events",
     ]
     (received,) = demo_simulator.created_bodies(CLUSTER)

@@ -15,6 +15,7 @@ from django.utils import timezone
 from rest_framework.renderers import JSONRenderer
 from rest_framework.test import APIClient
 
+from jobs.core.progress import progress_settings
 from jobs.models import (
     FirstRunCheck,
     Job,
@@ -136,6 +137,13 @@ def oracle_chain(record: RunRecord) -> Any:
             "troubleshooting": c.troubleshooting, "checked_by": c.checked_by.get_username(),
             "checked_at": c.checked_at,
         } for c in checks],
+        "progress": {  # nothing read from the Head Task's log yet: the launch list's settings
+            "step": None, "total": None, "percent": None, "first_step_at": None,
+            "last_step_at": None, "steps_per_hour": None, "eta": None, "stalled": False,
+            "stalled_since": None, "points": [], "restarts": 0,
+            **progress_settings(record.launch_list_snapshot.get("progress")).as_dict(),
+            "episodes": [],
+        },
         "audit_events": events_as_dicts(events),
     }
     return json.loads(JSONRenderer().render(chain))

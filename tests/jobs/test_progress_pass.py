@@ -1,0 +1,202 @@
+"""The progress pass against the simulator over HTTP: steps read incrementally from the Head
+Task's log after a real status pass, the `progress` of the job and run record APIs, stalls and
+recoveries sent once to a real webhook receiver, the cancel after a long stall, hostile logs."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from celery import current_app
+from django.utils import timezone
+
+from clusters.k8s import read_pod_log
+from jobs.models import (
+    EpisodeEnd,
+    EventKind,
+    JobState,
+    NotificationEvent,
+    PodAttempt,
+    RunProgress,
+    RunRecord,
+    StallEpisode,
+)
+from jobs.notify.services import webhook_set
+from jobs.progress.reader import read_cluster_progress
+from jobs.records.status import sync_submitted_jobs
+from rlark_site.foundation.tenancy.models import Team
+from tests.cache_support import OBSERVE_PREFIX, clear_prefix
+from tests.jobs.notify_support import SECRET, Receiver, signature_ok
+from tests.jobs.observe_support import CLUSTER, HEAD_POD, NAMESPACE
+
+pytestmark = pytest.mark.django_db
+JOB = "ppo-run"
+
+
+@pytest.fixture(autouse=True)
+def eager(settings: Any) -> Iterator[None]:
+    settings.RLARK_SUBMIT_RETRY_BASE = 0
+    settings.RLARK_KUBE_TIMEOUT = 5.0
+    settings.RLARK_WEBHOOK_RETRY_BASE = 0
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    before = current_app.conf.task_always_eager
+    current_app.conf.task_always_eager = True
+    clear_prefix(OBSERVE_PREFIX)
+    yield
+    current_app.conf.task_always_eager = before
+    clear_prefix(OBSERVE_PREFIX)
+
+
+def configure(record: RunRecord, **progress: Any) -> None:
+    record.launch_list_snapshot["progress"] = {"pattern": "", "stall_after_seconds": 60,
+                                               "cancel_after_stalled_seconds": None, **progress}
+    record.save(update_fields=["launch_list_snapshot"])
+
+
+@pytest.fixture
+def advancing(running: RunRecord, demo_simulator: Any) -> RunRecord:
+    """The run seen Running by a status pass, its Head Task stepping every 0.2 s."""
+    configure(running)
+    sync_submitted_jobs()
+    demo_simulator.set_progress(CLUSTER, NAMESPACE, JOB, step_seconds=0.2)
+    return running
+
+
+def progress_of(record: RunRecord) -> RunProgress:
+    return RunProgress.objects.get(run_record=record)
+
+
+def pass_until(record: RunRecord, step: int, **kwargs: Any) -> None:
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        read_cluster_progress(cluster=CLUSTER, **kwargs)
+        kept = RunProgress.objects.filter(run_record=record).first()
+        if kept is not None and kept.step is not None and kept.step >= step:
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"step {step} was not read")
+
+
+def test_steps_are_read_and_answered_by_the_job_and_run_record_apis(
+        advancing: RunRecord, owner: Any, api_client_for: Any) -> None:
+    pass_until(advancing, 4)
+    client = api_client_for(owner)
+    progress = client.get(f"/api/v1/jobs/{JOB}/").json()["progress"]
+    assert progress["total"] == 1000 and progress["step"] >= 4
+    assert progress["percent"] == round(progress["step"] / 10, 1)
+    assert progress["stalled"] is False and progress["stalled_since"] is None
+    assert progress["points"][0][1] >= 1 and progress["points"][-1][1] == progress["step"]
+    assert progress["steps_per_hour"] > 0 and progress["eta"] is not None
+    chain = client.get(f"/api/v1/run-records/{JOB}/").json()
+    assert chain["progress"]["step"] >= progress["step"]
+
+
+def test_a_pass_with_nothing_new_reads_little_and_changes_nothing(
+        advancing: RunRecord, demo_simulator: Any) -> None:
+    pass_until(advancing, 3)
+    demo_simulator.set_progress(CLUSTER, NAMESPACE, JOB, state="frozen")
+    read_cluster_progress(cluster=CLUSTER)  # what came before the freeze
+    kept = progress_of(advancing)
+    quiet = read_cluster_progress(cluster=CLUSTER)
+    assert quiet.steps == 0 and quiet.read == 1
+    assert quiet.bytes < 16 * 1024  # at most the cursor's second again, never the whole log
+    again = progress_of(advancing)
+    assert (again.step, again.cursor_at, again.points) == (kept.step, kept.cursor_at,
+                                                           kept.points)
+
+
+def test_a_stall_and_its_recovery_are_sent_once_each_signed(
+        advancing: RunRecord, demo_simulator: Any, team: Team, receiver: Receiver,
+        django_capture_on_commit_callbacks: Any, owner: Any, api_client_for: Any) -> None:
+    webhook_set(team=team, url=receiver.url, secret=SECRET, enabled=True)
+    pass_until(advancing, 2)
+    demo_simulator.set_progress(CLUSTER, NAMESPACE, JOB, state="frozen")
+    read_cluster_progress(cluster=CLUSTER)
+    later = timezone.now() + timedelta(seconds=120)
+    for _ in range(3):  # every pass sees the stall; it is one episode, sent once
+        with django_capture_on_commit_callbacks(execute=True):
+            read_cluster_progress(cluster=CLUSTER, now=later)
+    episode = StallEpisode.objects.get(run_record=advancing)
+    assert episode.ended_at is None and episode.number == 1
+    assert episode.started_at == progress_of(advancing).last_step_at + timedelta(seconds=60)
+    client = api_client_for(owner)
+    assert [j["name"] for j in client.get("/api/v1/jobs/?stalled=1").json()["results"]] == [JOB]
+    assert client.get(f"/api/v1/jobs/{JOB}/").json()["progress"]["stalled"] is True
+
+    demo_simulator.set_progress(CLUSTER, NAMESPACE, JOB, state="advancing")
+    step = progress_of(advancing).step
+    with django_capture_on_commit_callbacks(execute=True):
+        pass_until(advancing, step + 1)
+    episode.refresh_from_db()
+    assert episode.end == EpisodeEnd.RECOVERED and episode.recovered_step > step
+    assert client.get("/api/v1/jobs/?stalled=1").json()["results"] == []
+    kinds = [json.loads(body)["kind"] for _headers, body in receiver.received]
+    assert kinds == ["job_stalled", "job_recovered"]
+    assert all(signature_ok(headers, body) for headers, body in receiver.received)
+    stalled = json.loads(receiver.received[0][1])
+    assert stalled["event"] == f"job_stalled:{advancing.pk}:1"
+    assert stalled["stall_after_seconds"] == 60 and stalled["cause"] is None
+    assert NotificationEvent.objects.filter(kind=EventKind.JOB_STALLED).count() == 1
+
+
+def test_a_run_stalled_too_long_is_cancelled_once_captured_first(
+        advancing: RunRecord, demo_simulator: Any,
+        django_capture_on_commit_callbacks: Any) -> None:
+    configure(advancing, cancel_after_stalled_seconds=300)
+    pass_until(advancing, 2)
+    demo_simulator.set_progress(CLUSTER, NAMESPACE, JOB, state="frozen")
+    read_cluster_progress(cluster=CLUSTER)
+    stalled_at = timezone.now() + timedelta(seconds=120)
+    with django_capture_on_commit_callbacks(execute=True):
+        read_cluster_progress(cluster=CLUSTER, now=stalled_at)
+    assert RunRecord.objects.get(pk=advancing.pk).state == JobState.RUNNING
+    with django_capture_on_commit_callbacks(execute=True):
+        read_cluster_progress(cluster=CLUSTER, now=stalled_at + timedelta(seconds=400))
+        read_cluster_progress(cluster=CLUSTER, now=stalled_at + timedelta(seconds=500))
+    record = RunRecord.objects.get(pk=advancing.pk)
+    assert record.state == JobState.CANCELLED
+    change = record.status_changes.get(phase="Cancelled")
+    assert change.reason == "StalledTooLong" and "no new training step" in change.message
+    assert PodAttempt.objects.filter(run_record=record, pod_name=HEAD_POD,
+                                     logs_captured=True).exists()
+    episode = StallEpisode.objects.get(run_record=record)
+    assert episode.end == EpisodeEnd.CANCELLED and episode.cancel_requested_at is not None
+
+
+def test_hostile_lines_neither_slow_nor_corrupt_the_progress(
+        running: RunRecord, demo_simulator: Any, settings: Any) -> None:
+    configure(running)
+    sync_submitted_jobs()
+    demo_simulator.set_progress(CLUSTER, NAMESPACE, JOB, state="frozen")
+    settings.RLARK_PROGRESS_READ_BYTES = 64 * 1024
+
+    def append(*lines: str) -> None:
+        demo_simulator.append_pod_log(CLUSTER, NAMESPACE, HEAD_POD, list(lines))
+
+    # The start script's lines are timed a second apart from the pod's start (and appended
+    # lines never before them): wait until they are in the past, so appends are timed now.
+    start = read_pod_log(credentials=demo_simulator.credentials(CLUSTER), namespace=NAMESPACE,
+                         name=HEAD_POD, timestamps=True).text.splitlines()[-1]
+    last = datetime.strptime(start[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
+    time.sleep(max(0.0, (last - datetime.now(UTC)).total_seconds() + 1.1))
+
+    append("│ Global Step:    7/10 │ Progress: ██ │  70.0%")
+    read_cluster_progress(cluster=CLUSTER)
+    append("x" * 3_000_000)  # a line of megabytes: skipped with the rest of its second
+    time.sleep(1.1)
+    append("\x00\xff\ufffd" * 1000 + "Global Step: \x01/\x02",
+           "Global Step: 1000000000000000000/1000000000000000000", "Global Step: 20/10")
+    reports = [read_cluster_progress(cluster=CLUSTER) for _ in range(4)]
+    assert all(report.bytes <= 64 * 1024 + 1 for report in reports)
+    kept = progress_of(running)
+    assert (kept.step, kept.total) == (7, 10)
+    assert kept.skipped_lines == 1 and kept.rejected_lines == 2
+    append("│ Global Step:    3/10 │ Progress: █ │  30.0%")  # resumed from a checkpoint
+    read_cluster_progress(cluster=CLUSTER)
+    kept = progress_of(running)
+    assert (kept.step, kept.restarts) == (3, 1)
+    assert [point[1] for point in kept.points] == [7, 3]
