@@ -7,5 +7,6 @@ urlpatterns = [
     path("", include("jobs.wizard.urls")),
     path("", include("jobs.records.urls")),
     path("", include("jobs.observe.urls")),
+    path("", include("jobs.progress.urls")),
     path("", include("jobs.help_urls")),
 ]

@@ -27,6 +27,7 @@ from jobs.drafts.forms import JobListForm
 from jobs.drafts.selectors import JobListQuery, job_creators, job_search
 from jobs.models import Job, Role, TaskType
 from jobs.observe.states import poller_context
+from jobs.progress.selectors import stalled_jobs
 from jobs.wizard import role_views, step_views
 from jobs.wizard.common import (
     is_draft,
@@ -72,7 +73,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
     team = _list_team(request, form)
     jobs = job_search(request.user, query, team=team) if team is not None else Job.objects.none()
     jobs = jobs.prefetch_related(Prefetch("roles", queryset=Role.objects.only(
-        "id", "job_id", "position", "cluster")))
+        "id", "job_id", "position", "cluster"))).annotate(stalled=stalled_jobs())
     page = Paginator(jobs, JOBS_PER_PAGE).get_page(request.GET.get("page"))
     return render(request, "jobs/list.html", {
         "team": team, "page": page, "rows": [_job_row(job) for job in page.object_list],

@@ -79,4 +79,8 @@ class Command(BaseCommand):
                      "where": "Head Task log / TensorBoard scalar rollout/reward_mean",
                      "within_minutes": 20},
                 ],
+                # RLinf's step lines (the simulator prints them every 5 s); a demo stall is
+                # seen two minutes after freezing a run (docs/progress.md, "Try it").
+                progress={"pattern": "", "stall_after_seconds": 120,
+                          "cancel_after_stalled_seconds": None},
             )

@@ -1,0 +1,280 @@
+"""Training progress at fleet scale: the incremental progress pass against reading each Head
+Task log's last 256 KiB per run, in the same run.
+
+    DATABASE_URL=... REDIS_URL=... .venv/bin/python bench/progress.py [--clusters 20]
+        [--runs 5000] [--history 3600] [--step-seconds 5] [--wait 15]
+
+Starts the fleet simulator in a child process with `--state`: `--runs` Running Jobs spread over
+`--clusters` clusters, each started `--history` seconds ago, so each Head Task's log already
+holds `history / step-seconds` of RLinf's step tables (about 1.3 KB a step) and gains one every
+`--step-seconds`. The matching Running run records go into a scratch database (created and
+migrated for this run, dropped at the end). Then, one cluster after the other in this process
+(beat runs them as parallel tasks: the sum is the conservative figure, the slowest cluster's
+pass is what a real pass waits for):
+
+- **progress pass** — `jobs.progress.reader.read_cluster_progress` for every cluster: the first
+  pass (every run new: its newest 200 lines), then after `--wait` seconds a pass with new steps,
+  then, with every run frozen through the simulator's control endpoint, a pass with nothing new;
+- **last 256 KiB** — the design it is measured against, kept here only: per run and pass, the
+  log's last 256 KiB (`tailLines=4000`, at most 2 MiB, then the last 256 KiB kept, as the pods
+  capture reads a tail) and the step pattern over all of it; with new steps and with nothing new.
+
+Printed per pass: wall time (sum and slowest cluster), log bytes read, requests, database
+queries, steps taken, and the load average when the pass ended.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench.inventory_sync import QueryLog  # noqa: E402
+from bench.status_sync import register, scratch_database  # noqa: E402
+
+TAIL_BYTES = 256 * 1024
+TARGET_SECONDS = 10.0
+TARGET_RATIO = 10.0
+MANIFEST = "spec:\n  tasks:\n  - name: actor\n    head: true\n    replicas: 1\n"
+
+
+@dataclass(frozen=True)
+class Figures:
+    label: str
+    wall: float
+    slowest: float
+    bytes: int
+    requests: int
+    queries: int
+    steps: int
+    load: float
+
+    def line(self) -> str:
+        return (f"  {self.label:<36} {self.wall:7.2f} s (slowest cluster {self.slowest:5.2f} s) "
+                f"{self.bytes / 1e6:9.2f} MB {self.requests:6d} requests {self.queries:6d} "
+                f"queries {self.steps:6d} steps (load average {self.load:.1f})")
+
+
+def jobs_state(clusters: list[dict[str, Any]], runs: int,
+               started: datetime) -> tuple[dict[str, Any], list[tuple[str, str, str]]]:
+    """The simulator's state file: `runs` Running Jobs (one head task each) spread evenly."""
+    from clusters.simulator.testing import job_body, task_body
+
+    stamp = started.strftime("%Y-%m-%dT%H:%M:%SZ")
+    saved: dict[str, Any] = {spec["name"]: {"resourceVersion": 1, "jobs": []}
+                             for spec in clusters}
+    placed = []
+    for index in range(runs):
+        spec = clusters[index % len(clusters)]
+        name = f"bench-{index:05d}"
+        body = job_body(name, namespace=spec["namespace"],
+                        tasks=[task_body("actor", replicas=1, selector={}, head=True)])
+        body["metadata"].update(namespace=spec["namespace"], uid=str(uuid.uuid4()),
+                                resourceVersion="1", creationTimestamp=stamp, generation=1)
+        body["status"] = {"phase": "Running", "startTime": stamp, "conditions": [],
+                          "lastTransitionTime": stamp}
+        saved[spec["name"]]["jobs"].append(body)
+        placed.append((spec["name"], spec["namespace"], name))
+    return {"clusters": saved}, placed
+
+
+@contextmanager
+def simulator(document: dict[str, Any], state: dict[str, Any],
+              step_seconds: float) -> Iterator[Any]:
+    from clusters.simulator.testing import start_simulator_process
+
+    with tempfile.TemporaryDirectory() as directory:
+        fleet, saved = Path(directory) / "fleet.yaml", Path(directory) / "jobs.json"
+        fleet.write_text(yaml.safe_dump(document), encoding="utf-8")
+        saved.write_text(json.dumps(state), encoding="utf-8")
+        process = start_simulator_process(fleet, state=saved, timeout=300,
+                                          step_seconds=step_seconds)
+        try:
+            yield process
+        finally:
+            process.stop()
+
+
+def write_runs(placed: list[tuple[str, str, str]], started: datetime) -> None:
+    from django.contrib.auth import get_user_model
+
+    from jobs.models import Job, JobState, RunRecord, StatusChange
+    from rlark_site.foundation.tenancy.models import Team
+
+    team = Team.objects.create(slug="bench", name="Bench")
+    user = get_user_model().objects.create(username="bench")
+    jobs = Job.objects.bulk_create(
+        [Job(team=team, name=name, created_by=user, header_role="Actor")
+         for _, _, name in placed], batch_size=1000)
+    snapshot = {"progress": {"pattern": "", "stall_after_seconds": 1800,
+                             "cancel_after_stalled_seconds": None}, "expected_signals": []}
+    records = RunRecord.objects.bulk_create([
+        RunRecord(team=team, job=job, job_name=name, cluster=cluster, namespace=namespace,
+                  manifest_yaml=MANIFEST, manifest_sha256="", frozen_by=user,
+                  state=JobState.RUNNING, submitted_at=started, launch_list_snapshot=snapshot)
+        for job, (cluster, namespace, name) in zip(jobs, placed, strict=True)
+    ], batch_size=1000)
+    StatusChange.objects.bulk_create([StatusChange(run_record=record, phase="Running")
+                                      for record in records], batch_size=1000)
+    StatusChange.objects.update(observed_at=started)
+
+
+class Counted:
+    """Counts the log reads and their bytes (wraps the gateway's read_pod_log)."""
+
+    def __init__(self, call: Callable[..., Any]) -> None:
+        self.call, self.requests, self.bytes = call, 0, 0
+
+    def __call__(self, **kwargs: Any) -> Any:
+        log = self.call(**kwargs)
+        self.requests += 1
+        self.bytes += len(log.text.encode(errors="replace"))
+        return log
+
+
+def progress_pass(counted: Counted) -> tuple[int, list[float]]:
+    from jobs.progress import reader
+
+    steps, times = 0, []
+    real = reader.read_pod_log
+    reader.read_pod_log = counted  # type: ignore[assignment]
+    try:
+        for cluster in reader.clusters_with_running_runs():
+            started = time.perf_counter()
+            steps += reader.read_cluster_progress(cluster=cluster).steps
+            times.append(time.perf_counter() - started)
+    finally:
+        reader.read_pod_log = real  # type: ignore[assignment]
+    return steps, times
+
+
+def tail_pass(counted: Counted, credentials: dict[str, Any]) -> tuple[int, list[float]]:
+    """The baseline: each run's last 256 KiB read and matched whole, every pass."""
+    from jobs.core.progress import compile_step_pattern
+    from jobs.models import JobState, RunRecord
+
+    pattern = compile_step_pattern("")
+    steps, times = 0, []
+    runs = RunRecord.objects.filter(state=JobState.RUNNING).order_by("cluster", "pk")
+    by_cluster: dict[str, list[Any]] = {}
+    for record in runs.only("cluster", "namespace", "job_name"):
+        by_cluster.setdefault(record.cluster, []).append(record)
+    for cluster, records in by_cluster.items():
+        started = time.perf_counter()
+
+        def read(record: Any, cluster: str = cluster) -> int:
+            log = counted(credentials=credentials[cluster], namespace=record.namespace,
+                          name=f"{record.job_name}-actor-0", tail_lines=4000,
+                          max_bytes=2 * 1024 * 1024, timeout=30.0)
+            tail = log.text.encode()[-TAIL_BYTES:].decode(errors="replace")
+            return sum(isinstance(pattern.last_step(line), tuple) for line in tail.splitlines())
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            steps += sum(pool.map(read, records))
+        times.append(time.perf_counter() - started)
+    return steps, times
+
+
+def timed(label: str, run: Callable[[Counted], tuple[int, list[float]]]) -> Figures:
+    from django.db import connection
+
+    from clusters.k8s import read_pod_log
+
+    counted, queries = Counted(read_pod_log), QueryLog()
+    with connection.execute_wrapper(queries):
+        started = time.perf_counter()
+        steps, times = run(counted)
+        wall = time.perf_counter() - started
+    return Figures(label, wall, max(times, default=0.0), counted.bytes, counted.requests,
+                   queries.count, steps, os.getloadavg()[0])
+
+
+def freeze_all(handle: Any, placed: list[tuple[str, str, str]]) -> None:
+    def freeze(where: tuple[str, str, str]) -> None:
+        cluster, namespace, name = where
+        handle.set_progress(cluster, namespace, name, state="frozen")
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(freeze, placed))
+
+
+def run(arguments: argparse.Namespace) -> list[Figures]:
+    from django.core.cache import cache
+
+    from clusters.simulator.fleet import generate_fleet
+
+    document = generate_fleet(clusters=arguments.clusters, nodes_per_cluster=4, seed=7)
+    clusters = document["clusters"]
+    started = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=arguments.history)
+    state, placed = jobs_state(clusters, arguments.runs, started)
+    with simulator(document, state, arguments.step_seconds) as handle:
+        import kubernetes.client.api.core_v1_api  # noqa: F401  (first use costs seconds)
+
+        register(handle, clusters)
+        write_runs(placed, started)
+        cache.clear()
+        credentials = {spec["name"]: handle.credentials(spec["name"]) for spec in clusters}
+        print(f"set-up: {arguments.runs} Running runs, {arguments.history} s of history each "
+              f"(a step every {arguments.step_seconds} s)")
+        figures = [timed("progress, first pass (all new)", progress_pass)]
+        time.sleep(arguments.wait)
+        figures.append(timed("last 256 KiB, new steps", lambda c: tail_pass(c, credentials)))
+        time.sleep(arguments.wait)
+        figures.append(timed("progress, new steps", progress_pass))
+        freeze_all(handle, placed)
+        figures.append(timed("progress, nothing new (flush)", progress_pass))
+        figures.append(timed("progress, nothing new", progress_pass))
+        figures.append(timed("last 256 KiB, nothing new", lambda c: tail_pass(c, credentials)))
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clusters", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=5_000)
+    parser.add_argument("--history", type=int, default=3600)
+    parser.add_argument("--step-seconds", type=float, default=5.0)
+    parser.add_argument("--wait", type=float, default=15.0,
+                        help="seconds between passes (beat's interval)")
+    arguments = parser.parse_args()
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rlark_site.settings")
+    os.environ.setdefault("RLARK_DEV_SECRETS", "1")
+    if not os.environ.get("DATABASE_URL"):
+        raise SystemExit("Set DATABASE_URL (and REDIS_URL) to a PostgreSQL server to use.")
+    import django
+
+    django.setup()
+    with scratch_database():
+        figures = run(arguments)
+    print(f"progress: {arguments.runs} Running runs on {arguments.clusters} clusters, "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    for figure in figures:
+        print(figure.line())
+    _first, tail_new, new, _flush, same, tail_same = figures
+    for what, old, fresh in (("new steps", tail_new, new), ("nothing new", tail_same, same)):
+        ratio = old.bytes / max(1, fresh.bytes)
+        verdict = "meets" if fresh.wall < TARGET_SECONDS and ratio >= TARGET_RATIO else "misses"
+        print(f"{what}: progress pass {fresh.wall:.2f} s, {fresh.bytes / 1e6:.2f} MB against "
+              f"{old.wall:.2f} s, {old.bytes / 1e6:.2f} MB: {ratio:.0f}x fewer bytes "
+              f"({verdict} the target: under {TARGET_SECONDS:.0f} s and at least "
+              f"{TARGET_RATIO:.0f}x fewer bytes)")
+
+
+if __name__ == "__main__":
+    main()
