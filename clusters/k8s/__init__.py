@@ -34,6 +34,12 @@ from clusters.k8s.kubeconfig import (
     credentials_from_kubeconfig,
     read_context,
 )
+from clusters.k8s.kueue import (
+    list_cluster_queues,
+    list_local_queues,
+    list_workloads,
+    pending_workloads,
+)
 from clusters.k8s.nodes import NodeInfo, iter_node_pages
 from clusters.k8s.pods import (
     DEFAULT_LOG_BYTES,
@@ -86,10 +92,14 @@ __all__ = [
     "get_job",
     "iter_bound_pod_pages",
     "iter_node_pages",
+    "list_cluster_queues",
     "list_events",
     "list_jobs",
+    "list_local_queues",
     "list_pods",
     "list_storage_classes",
+    "list_workloads",
+    "pending_workloads",
     "read_context",
     "read_pod_log",
 ]

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from clusters.labels import is_dns_subdomain
+from clusters.simulator.kueueapi import add_kueue_routes
 from clusters.simulator.objects import (
     JOB_API_VERSION,
     JOB_GROUP,
@@ -320,4 +321,5 @@ def build_router() -> Router:
     router.add("POST", f"{_JOBS}/namespaces/{_NAMESPACE}/jobs", create_job)
     router.add("GET", f"{_JOBS}/namespaces/{_NAMESPACE}/jobs/{_NAME}", get_job)
     router.add("DELETE", f"{_JOBS}/namespaces/{_NAMESPACE}/jobs/{_NAME}", delete_job)
+    add_kueue_routes(router)
     return router

@@ -23,6 +23,7 @@ from clusters.simulator.fleet import (
     label_problems,
     node_spec_from_dict,
 )
+from clusters.simulator.kueuespec import KUEUE_SCHEMA, kueue_problems, kueue_spec_from_dict
 from clusters.simulator.objects import ApiError, now_timestamp
 from clusters.simulator.pods import POD_PHASES, ContainerEnd, PodOverride
 from clusters.simulator.routing import Request, Response, Router
@@ -331,6 +332,35 @@ def received_requests(simulator: Simulator, request: Request, cluster: str) -> R
         return Response(200, list(state.request_log))
 
 
+def get_kueue(simulator: Simulator, request: Request, cluster: str) -> Response:
+    state = _cluster(simulator, cluster)
+    with state.lock:
+        return Response(200, {
+            "enabled": state.kueue.enabled,
+            "cluster_queues": state.kueue.cluster_queue_objects(),
+            "local_queues": state.kueue.local_queue_objects(None),
+            "workloads": state.kueue.workload_items(None, cluster=cluster),
+        })
+
+
+def put_kueue(simulator: Simulator, request: Request, cluster: str) -> Response:
+    """Replace the cluster's Kueue queues (`{cluster_queues, local_queues}` as in the fleet
+    file; `{}` leaves none). Workloads stay; a cluster without Kueue gets it."""
+    state = _cluster(simulator, cluster)
+    document = request.json()
+    _require(KUEUE_SCHEMA, document)
+    _reject(kueue_problems(document))
+    state.replace_kueue(kueue_spec_from_dict(document))
+    return get_kueue(simulator, request, cluster)
+
+
+def remove_kueue(simulator: Simulator, request: Request, cluster: str) -> Response:
+    """Uninstall Kueue: its APIs answer 404 and no pod is gated any more."""
+    state = _cluster(simulator, cluster)
+    state.replace_kueue(None)
+    return get_kueue(simulator, request, cluster)
+
+
 def tick(simulator: Simulator, request: Request) -> Response:
     return Response(200, {"changed": simulator.tick()})
 
@@ -358,6 +388,9 @@ def build_router() -> Router:
     router.add("POST", _POD + "/log", append_pod_log)
     router.add("GET", _CLUSTER + "/creates", created_bodies)
     router.add("GET", _CLUSTER + "/requests", received_requests)
+    router.add("GET", _CLUSTER + "/kueue", get_kueue)
+    router.add("PUT", _CLUSTER + "/kueue", put_kueue)
+    router.add("DELETE", _CLUSTER + "/kueue", remove_kueue)
     router.add("POST", "/tick", tick)
     router.add("POST", "/reset", reset)
     return router

@@ -166,6 +166,23 @@ def pending_status(old: dict[str, Any], problems: list[str], now: str) -> dict[s
     }
 
 
+GATED_REASON = "SchedulingGated"
+GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
+
+
+def gated_status(old: dict[str, Any], now: str) -> dict[str, Any]:
+    """A Job whose pods wait for Kueue: Pending, its pods' scheduling gate as the reason."""
+    others = [c for c in old.get("conditions") or [] if c.get("type") != _SCHEDULED]
+    return {
+        **old,
+        "phase": "Pending",
+        "reason": GATED_REASON,
+        "message": GATED_MESSAGE,
+        "conditions": [*others, _condition(old, "False", GATED_REASON, GATED_MESSAGE, now)],
+        "lastTransitionTime": old.get("lastTransitionTime", now),
+    }
+
+
 def running_status(old: dict[str, Any], now: str) -> dict[str, Any]:
     others = [c for c in old.get("conditions") or [] if c.get("type") != _SCHEDULED]
     message = "every task has enough matching ready nodes"
@@ -208,12 +225,20 @@ def reconcile_cluster(
     """
     changed = 0
     with cluster.lock:
+        changed += len(cluster.kueue_pass())
         for job in cluster.pending_jobs():
             status = job.get("status") or {}
+            now = now_timestamp()
+            if cluster.kueue.gated(job):  # Kueue has not admitted its pod group: not scheduled
+                new = gated_status(status, now)
+                if _comparable(new) != _comparable(status):
+                    metadata = job["metadata"]
+                    cluster.replace_job_status(metadata["namespace"], metadata["name"], new)
+                    changed += 1
+                continue
             domain = (job.get("spec") or {}).get("networkDomain")
             nodes = (domain_candidates or {}).get(domain, candidates) if domain else candidates
             problems = scheduling_problems(cluster, job, nodes, usage)
-            now = now_timestamp()
             new = pending_status(status, problems, now) if problems else running_status(status, now)
             if _comparable(new) != _comparable(status):
                 metadata = job["metadata"]

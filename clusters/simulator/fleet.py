@@ -27,6 +27,12 @@ from clusters.simulator.faults import (
     fault_problems,
     fault_spec_from_dict,
 )
+from clusters.simulator.kueuespec import (
+    KUEUE_SCHEMA,
+    KueueSpec,
+    kueue_problems,
+    kueue_spec_from_dict,
+)
 from clusters.simulator.scheduler import Usage, fit_refusal, node_allocatable, reserve
 
 CONTROL_SEGMENT = "_control"
@@ -108,6 +114,7 @@ FLEET_SCHEMA: dict[str, Any] = {
                     "nodes": {"type": "array", "items": NODE_SCHEMA},
                     "pods": {"type": "array", "items": POD_SCHEMA},
                     "faults": FAULTS_SCHEMA,
+                    "kueue": KUEUE_SCHEMA,
                 },
             },
         },
@@ -175,6 +182,7 @@ class ClusterSpec:
     nodes: tuple[NodeSpec, ...]
     faults: FaultSpec = field(default_factory=FaultSpec)
     pods: tuple[ForeignPodSpec, ...] = ()
+    kueue: KueueSpec | None = None  # Kueue's queues (None: no Kueue on the cluster)
 
 
 @dataclass(frozen=True)
@@ -332,6 +340,8 @@ def _cluster_problems(index: int, cluster: dict[str, Any]) -> list[str]:
         problems += [f"{node_where}.{p}" for p in allocatable_problems(node.get("allocatable", {}))]
     if "faults" in cluster:
         problems += [f"{where}.faults: {p}" for p in fault_problems(cluster["faults"])]
+    if "kueue" in cluster:
+        problems += [f"{where}.kueue.{p}" for p in kueue_problems(cluster["kueue"])]
     return problems + _pods_problems(where, cluster)
 
 
@@ -364,6 +374,7 @@ def _cluster_spec(cluster: dict[str, Any]) -> ClusterSpec:
         nodes=tuple(node_spec_from_dict(node) for node in cluster.get("nodes", [])),
         faults=fault_spec_from_dict(cluster.get("faults", {})),
         pods=tuple(foreign_pod_spec_from_dict(pod) for pod in cluster.get("pods", [])),
+        kueue=kueue_spec_from_dict(cluster["kueue"]) if "kueue" in cluster else None,
     )
 
 

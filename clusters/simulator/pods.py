@@ -174,6 +174,16 @@ def _container_status(job: Object, ref: PodRef, phase: str,
     }
 
 
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_MANAGED_LABEL = "kueue.x-k8s.io/managed"
+KUEUE_ADMISSION_GATE = "kueue.x-k8s.io/admission"
+# kube-scheduler's word for a pod with scheduling gates (v1.PodReasonSchedulingGated).
+_GATED_CONDITION: Object = {
+    "type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
+    "message": "Scheduling is blocked due to non-empty scheduling gates",
+}
+
+
 @dataclass(frozen=True)
 class Unschedulable:
     """Why the scheduler left a pod unbound (kube-scheduler's message), and since when."""
@@ -226,14 +236,16 @@ def pod_spec(ref: PodRef) -> Object:
 
 def pod_object(job: Object, ref: PodRef, *, cluster: str, node: str,
                override: PodOverride | None, resource_version: int,
-               unschedulable: Unschedulable | None = None) -> Object:
-    """The Pod as `GET /api/v1/namespaces/{ns}/pods/{name}` returns it."""
+               unschedulable: Unschedulable | None = None, gated: bool = False) -> Object:
+    """The Pod as `GET /api/v1/namespaces/{ns}/pods/{name}` returns it. `gated`: Kueue has not
+    admitted its pod group yet (its scheduling gate is on, the scheduler leaves it alone)."""
     metadata = job["metadata"]
     namespace = metadata["namespace"]
     phase = pod_phase(job, override)
+    condition = _GATED_CONDITION if gated else _scheduled_condition(node, unschedulable)
     status: Object = {
         "phase": phase,
-        "conditions": [_scheduled_condition(node, unschedulable)],
+        "conditions": [condition],
         "containerStatuses": [_container_status(job, ref, phase, override)],
     }
     if started_at(job):
@@ -243,6 +255,11 @@ def pod_object(job: Object, ref: PodRef, *, cluster: str, node: str,
     spec = pod_spec(ref)
     if node:
         spec["nodeName"] = node
+    labels = _labels(job, ref)
+    if KUEUE_QUEUE_LABEL in labels:  # Kueue's pod webhook marks the pods it manages
+        labels[KUEUE_MANAGED_LABEL] = "true"
+        if gated:
+            spec["schedulingGates"] = [{"name": KUEUE_ADMISSION_GATE}]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -252,7 +269,7 @@ def pod_object(job: Object, ref: PodRef, *, cluster: str, node: str,
             "uid": pod_uid(cluster, job, ref),
             "resourceVersion": str(resource_version),
             "creationTimestamp": metadata["creationTimestamp"],
-            "labels": _labels(job, ref),
+            "labels": labels,
             "ownerReferences": [{"apiVersion": job["apiVersion"], "kind": job["kind"],
                                  "name": metadata["name"], "uid": metadata["uid"],
                                  "controller": True}],

@@ -33,6 +33,8 @@ from typing import Any
 from clusters.podrequests import PodSpecError, Requests, pod_requests
 from clusters.simulator.faults import FaultInjector, FaultSpec
 from clusters.simulator.fleet import ClusterSpec, ForeignPodSpec, NodeSpec
+from clusters.simulator.kueue import KueueModel
+from clusters.simulator.kueuespec import KueueSpec
 from clusters.simulator.objects import (
     ApiError,
     encode_object,
@@ -132,6 +134,8 @@ class ClusterState:
         self.create_log: list[dict[str, Any]] = []
         self.request_log: deque[dict[str, Any]] = deque(maxlen=_REQUEST_LOG_SIZE)
         self.faults.replace(self.spec.faults)
+        # Kueue on this cluster (SPEC 15): the fleet file's queues, no Workloads yet.
+        self.kueue = KueueModel(self.spec.kueue)
         self._clocks: dict[tuple[str, str], StepClock] = {}
         for pod in self.spec.pods:
             self._put_foreign(pod)
@@ -303,6 +307,7 @@ class ClusterState:
             self._encoded_jobs.forget(f"{namespace}/{name}")
             self._clocks.pop((namespace, name), None)
             self._creation_order.pop((namespace, name), None)
+            self.kueue.forget_job(namespace, name)
             self._pod_list = None
             self._bump()
             return job
@@ -451,10 +456,36 @@ class ClusterState:
             if kept is None or kept.job is not job or (kept.version, kept.node) != (version, node):
                 kept = _RenderedPod(job, version, node, pod_object(
                     job, ref, cluster=self.spec.name, node=node, override=override,
-                    resource_version=version, unschedulable=self._unschedulable.get(key)))
+                    resource_version=version, unschedulable=self._unschedulable.get(key),
+                    gated=not node and self.kueue.gated(job)))
                 self._rendered_pods[key] = kept
             pods.append((ref, kept.pod))
         return pods
+
+    # Kueue
+
+    def kueue_pass(self) -> list[Object]:
+        """Kueue's part of a controller pass: Workloads for new pod groups, finished ones
+        freed, then admission; the Jobs whose pods lost their scheduling gate now."""
+        with self.lock:
+            if not self.kueue.enabled:
+                return []
+            self.kueue.observe(self._jobs.values())
+            released = []
+            for workload in self.kueue.admit():
+                job = self._jobs.get((workload.namespace, workload.owner[0]))
+                if job is None:
+                    continue
+                for ref in pod_refs(job):
+                    self._scheduled((workload.namespace, ref.name))  # re-rendered ungated
+                released.append(job)
+            return released
+
+    def replace_kueue(self, spec: KueueSpec | None) -> None:
+        """New queues from the control endpoint (the Workloads stay)."""
+        with self.lock:
+            self.kueue.replace(spec)
+            self._bump()
 
     # Foreign pods
 
