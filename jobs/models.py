@@ -264,7 +264,7 @@ class SubmissionState(models.TextChoices):
     FAILED = "failed", _("failed")
 
 
-@audited(exclude=["status_checked_at"])
+@audited(exclude=["status_checked_at", "admission"])
 class RunRecord(models.Model):
     """Everything about one job name, frozen at submission, in one place.
 
@@ -305,6 +305,10 @@ class RunRecord(models.Model):
     # What the last capture of the run's pods (at cancel, or when the run ended) could not
     # read; "" when it read everything (jobs.observe.capture).
     capture_incomplete = models.TextField(blank=True, default="")
+    # On a Kueue cluster (SPEC 15): `{queue}` from submission, then what the status sync read of
+    # the Job's Workload (`clusters.kueue.AdmissionStatus.as_dict`); {} without Kueue. Not
+    # audited: the queue position moves with other teams' jobs.
+    admission = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-frozen_at"]

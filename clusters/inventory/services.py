@@ -24,6 +24,7 @@ from django.utils.translation import gettext as _
 from clusters.credentials import CredentialError, credentials_for, decrypt, encrypt, reencrypt
 from clusters.credentials import is_current as credential_is_current
 from clusters.inventory import conf
+from clusters.inventory.kueue import KueueRead, read_kueue, store_kueue
 from clusters.inventory.occupancy import OccupancyProblem, Tally, tally
 from clusters.inventory.sync import (
     RemoteJob,
@@ -533,9 +534,11 @@ def _record_occupancy(cluster: Cluster, snapshot: Snapshot, stats: SyncStats,
 
 
 @transaction.atomic
-def _record_success(cluster_id: int, lease: datetime, snapshot: Snapshot) -> PollResult:
+def _record_success(cluster_id: int, lease: datetime, snapshot: Snapshot,
+                    kueue: KueueRead | None = None) -> PollResult:
     cluster = _locked_with_lease(cluster_id, lease)
     stats = apply_snapshot(cluster=cluster, snapshot=snapshot, batch_size=conf.page_size())
+    store_kueue(cluster=cluster, read=kueue)
     now = timezone.now()
     _record_occupancy(cluster, snapshot, stats, now)
     cluster.generation += int(stats.node_set_or_labels_changed)
@@ -591,7 +594,8 @@ def _record_failure(cluster_id: int, lease: datetime, error: BaseException) -> P
 
 
 def poll_cluster(*, cluster_id: int) -> PollResult:
-    """Poll one cluster's nodes, storage classes and Jobs into the inventory.
+    """Poll one cluster's nodes, storage classes and Jobs (and a Kueue cluster's queues,
+    `clusters.inventory.kueue`) into the inventory.
 
     Returns BUSY without calling the cluster when another poll holds its lease, and
     SKIPPED for a missing or disabled cluster. Cluster errors (HTTP 5xx, 401, timeouts,
@@ -602,8 +606,9 @@ def poll_cluster(*, cluster_id: int) -> PollResult:
     if lease is None:
         return _not_claimed(cluster_id)
     try:
-        snapshot = _fetch(Cluster.objects.get(id=cluster_id))
-        return _record_success(cluster_id, lease, snapshot)
+        cluster = Cluster.objects.get(id=cluster_id)
+        snapshot = _fetch(cluster)
+        return _record_success(cluster_id, lease, snapshot, read_kueue(cluster))
     except _LeaseLost:
         return _lease_lost(cluster_id)
     except (KubeError, CredentialError) as error:

@@ -23,6 +23,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
+from clusters.kueue import ADMISSION_STATES
 from jobs.context import Evaluation
 from jobs.models import Job, JobState, Role, SSHKey
 from jobs.progress.selectors import progress_body
@@ -377,6 +378,20 @@ class JobLinksSerializer(serializers.Serializer):
     deployment_parameters = serializers.CharField(allow_null=True)
 
 
+class AdmissionSerializer(serializers.Serializer):
+    """A submitted job's admission on a Kueue cluster (SPEC 15), as the last status pass read
+    its Workload; null for drafts and for clusters without Kueue."""
+
+    queue = serializers.CharField(help_text="the team's LocalQueue")
+    cluster_queue = serializers.CharField(allow_null=True)
+    state = serializers.ChoiceField(choices=ADMISSION_STATES)
+    reason = serializers.CharField(help_text="the deciding condition's reason (Kueue's)")
+    message = serializers.CharField(help_text="the deciding condition's message, verbatim")
+    position = serializers.IntegerField(
+        allow_null=True, help_text="while pending: place in the ClusterQueue, 1 = next")
+    position_in_local_queue = serializers.IntegerField(allow_null=True)
+
+
 class JobDetailSerializer(JobSummarySerializer):
     """A draft as stored, with the engine's findings (context: `evaluation`, `request`)."""
 
@@ -392,12 +407,13 @@ class JobDetailSerializer(JobSummarySerializer):
     has_errors = serializers.SerializerMethodField()
     links = serializers.SerializerMethodField()
     progress = serializers.SerializerMethodField()
+    admission = serializers.SerializerMethodField()
 
     class Meta(JobSummarySerializer.Meta):
         fields = [*JobSummarySerializer.Meta.fields, "header_role", "roles", "network_domain",
                   "ssh_keys", "run_script", "tensorboard_log_dir",
                   "image_compatibility_confirmed", "launch_list", "deployment_parameters",
-                  "cluster", "namespace", "status_reason", "status_message",
+                  "cluster", "namespace", "status_reason", "status_message", "admission",
                   "findings", "has_errors", "links", "progress"]
 
     @extend_schema_field(ProgressSerializer)
@@ -407,6 +423,11 @@ class JobDetailSerializer(JobSummarySerializer):
     def _evaluation(self) -> Evaluation:
         evaluation: Evaluation = self.context["evaluation"]
         return evaluation
+
+    @extend_schema_field(AdmissionSerializer(allow_null=True))
+    def get_admission(self, job: Job) -> dict[str, Any] | None:
+        run = job.run
+        return dict(run.admission) if run is not None and run.admission else None
 
     @extend_schema_field(FindingSerializer(many=True))
     def get_findings(self, job: Job) -> list[dict[str, Any]]:

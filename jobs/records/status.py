@@ -37,6 +37,7 @@ from jobs.models import JobState, RunRecord, StatusChange
 from jobs.notify.services import emit_run_changes
 from jobs.observe.capture import capture_cluster
 from jobs.records import conf
+from jobs.records.admission import local_queue_targets, observe_admissions, store_admissions
 from jobs.records.lifecycle import ACTIVE_STATES, FINAL_STATES, PHASE_STATES, move
 from rlark_site.foundation.bulk import insert
 
@@ -232,11 +233,16 @@ def sync_cluster(*, cluster: str, now: datetime | None = None) -> SyncReport:
     credentials = _credentials(cluster)
     if credentials is None:
         return SyncReport(0, 0, 1, 0)
+    cluster_queues = local_queue_targets(cluster)
     observations: dict[int, Observation] = {}
+    admissions: dict[int, dict[str, Any]] = {}
     checked = unreachable = 0
-    for namespace, group in groupby(records, key=_namespace):
+    for namespace, grouped in groupby(records, key=_namespace):
+        group = list(grouped)
         try:
             listed = _listed(credentials, namespace)
+            admissions.update(observe_admissions(credentials, namespace, group,
+                                                 cluster_queues=cluster_queues))
         except KubeError as exc:
             if exc.transient:
                 logger.info("status sync: cluster %s unreachable: %s", cluster, exc)
@@ -250,6 +256,7 @@ def sync_cluster(*, cluster: str, now: datetime | None = None) -> SyncReport:
             if seen is not None and _differs(record, seen):
                 observations[record.pk] = seen
     changed = apply_observations(observations, now=now)
+    store_admissions(records, admissions)
     if not unreachable:
         capture_cluster(credentials, records, final_states=FINAL_STATES)
     emit_run_changes(records)

@@ -50,10 +50,11 @@ from clusters.k8s import (
     delete_job,
     get_job,
 )
+from clusters.kueue import AdmissionStatus
 from clusters.models import Cluster
 from jobs.context import Evaluation, evaluate
-from jobs.core.render import ANNOTATION_SPEC_SHA256, LABEL_TEAM, build_manifest
-from jobs.core.spec import JobSpec
+from jobs.core.render import ANNOTATION_SPEC_SHA256, LABEL_TEAM, build_manifest, kueue_queue
+from jobs.core.spec import CheckContext, JobSpec
 from jobs.jobfiles.document import spec_of
 from jobs.models import AttemptOutcome, Job, JobState, RunRecord, SubmissionAttempt
 from jobs.records import conf
@@ -184,10 +185,20 @@ def job_submit(*, job: Job, user: Any) -> RunRecord:
             verifications_snapshot=verifications_snapshot(_verification_ids(evaluation, locked)),
             findings_snapshot=[finding.as_dict() for finding in evaluation.findings],
             job_file_snapshot=spec_of(locked),
+            admission=submitted_admission(evaluation.spec, evaluation.ctx),
             frozen_by=user,
         )
     _enqueue_after_commit(record.pk)
     return record
+
+
+def submitted_admission(spec: JobSpec, ctx: CheckContext) -> dict[str, Any]:
+    """A run's admission as submitted: pending in the team's LocalQueue on a Kueue cluster
+    (until the status sync reads its Workload), {} elsewhere."""
+    queue = kueue_queue(spec, ctx)
+    if queue is None:
+        return {}
+    return AdmissionStatus(queue=queue, cluster_queue="", state="pending").as_dict()
 
 
 # --- one try ----------------------------------------------------------------------------------

@@ -9,6 +9,10 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
+from clusters.inventory.services import cluster_update
+from clusters.kueue import ADMISSION_KUEUE
+from clusters.models import Cluster
+from clusters.simulator.fleet import load_fleet
 from jobs.core.sshkeys import fingerprint_sha256
 from jobs.models import LaunchList, SSHKey
 from rlark_site.foundation.tenancy.models import MemberRole, Membership, Team
@@ -44,10 +48,25 @@ class Command(BaseCommand):
         self._people()
         register = ["register_fleet", "--fleet", options["fleet"],
                     "--simulator-url", options["simulator_url"]]
-        if not options["no_poll"]:
-            register.append("--poll")
         call_command(*register)
+        self._kueue(options["fleet"])  # before the poll, so that it reads the queues too
+        if not options["no_poll"]:
+            call_command(*register, "--poll")  # registering again changes nothing
         self.stdout.write(self.style.SUCCESS("demo data ready"))
+
+    @transaction.atomic
+    def _kueue(self, fleet_path: str) -> None:
+        """A fleet cluster running Kueue admits through it in RLark too: each demo team is
+        mapped to the cluster's LocalQueue named `<team>-queue` (deploy/fleets/demo.yaml's
+        gpu-b), in the cluster's namespace."""
+        for spec in load_fleet(fleet_path).clusters:
+            if spec.kueue is None:
+                continue
+            names = {q.name for q in spec.kueue.local_queues if q.namespace == spec.namespace}
+            queues = {slug: f"{slug}-queue" for slug, _ in TEAMS if f"{slug}-queue" in names}
+            cluster = Cluster.objects.filter(name=spec.name).first()
+            if cluster is not None:
+                cluster_update(cluster=cluster, admission=ADMISSION_KUEUE, kueue_queues=queues)
 
     @transaction.atomic
     def _people(self) -> None:

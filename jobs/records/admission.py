@@ -1,0 +1,110 @@
+"""The status sync's part for runs on Kueue clusters (SPEC 15): what the Job's Workload says.
+
+Per status pass and cluster namespace with such runs: one list of the namespace's Workloads
+(the pod group's Workload is named after the Job), then one visibility read per LocalQueue that
+has runs still pending (their position in the ClusterQueue). Never a read per job or per
+viewer: pages and the API show what the last pass stored (`RunRecord.admission`).
+
+A namespace without Workloads (Kueue not installed: 404) leaves its runs pending as submitted;
+a cluster that does not answer keeps what the last pass stored.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from clusters.k8s import Credentials, KubeError, NotFound, list_workloads, pending_workloads
+from clusters.kueue import AdmissionStatus, pending_positions, workload_admission
+from clusters.models import KueueQueues
+from jobs.models import RunRecord
+from jobs.records import conf
+
+__all__ = ["local_queue_targets", "observe_admissions", "store_admissions"]
+
+logger = logging.getLogger(__name__)
+
+_MAX_WORKLOADS = 100_000  # per namespace listing
+
+
+def _queue_of(record: RunRecord) -> str:
+    admission = record.admission if isinstance(record.admission, dict) else {}
+    queue = admission.get("queue")
+    return queue if isinstance(queue, str) else ""
+
+
+def _workloads(credentials: Credentials, namespace: str) -> dict[str, dict[str, Any]]:
+    """The namespace's Workloads by name (none when Kueue is not installed)."""
+    try:
+        items = list_workloads(credentials=credentials, namespace=namespace,
+                               page_size=conf.status_page_size(), max_items=_MAX_WORKLOADS,
+                               timeout=conf.kube_timeout(), attempts=1)
+    except NotFound:
+        return {}
+    return {str((w.get("metadata") or {}).get("name") or ""): w for w in items}
+
+
+def _positions(credentials: Credentials, namespace: str, queue: str
+               ) -> dict[str, tuple[int, int]]:
+    """The pending Workloads of one LocalQueue with their positions (none when unreadable)."""
+    try:
+        return pending_positions(pending_workloads(
+            credentials=credentials, namespace=namespace, local_queue=queue,
+            timeout=conf.kube_timeout(), attempts=1))
+    except KubeError as error:
+        logger.info("visibility of %s/%s unreadable: %s", namespace, queue, error)
+        return {}
+
+
+def local_queue_targets(cluster: str) -> dict[tuple[str, str], str]:
+    """(namespace, LocalQueue) → ClusterQueue, as the cluster's last inventory poll read its
+    LocalQueues (one query): a pending Workload names no ClusterQueue yet."""
+    stored = KueueQueues.objects.filter(cluster__name=cluster).first()
+    if stored is None:
+        return {}
+    return {(q.namespace, q.name): q.cluster_queue for q in stored.view().local_queues}
+
+
+def observe_admissions(credentials: Credentials, namespace: str, records: Sequence[RunRecord],
+                       *, cluster_queues: Mapping[tuple[str, str], str] | None = None
+                       ) -> dict[int, dict[str, Any]]:
+    """Each Kueue run's admission now (run record id → `AdmissionStatus.as_dict`), read with
+    one Workload listing and one visibility read per LocalQueue with pending runs. Raises the
+    gateway's `KubeError` when the listing fails (the caller keeps what it stored).
+    `cluster_queues` (`local_queue_targets`) names the ClusterQueue of a Workload not admitted
+    yet."""
+    runs = [(record, queue) for record in records if (queue := _queue_of(record))]
+    if not runs:
+        return {}
+    workloads = _workloads(credentials, namespace)
+    seen: dict[int, AdmissionStatus] = {
+        record.pk: workload_admission(workloads.get(record.job_name), queue=queue)
+        for record, queue in runs
+    }
+    waiting = sorted({status.queue for status in seen.values() if status.state == "pending"})
+    positions = {queue: _positions(credentials, namespace, queue) for queue in waiting}
+    for record, _queue in runs:
+        status = seen[record.pk]
+        if not status.cluster_queue and cluster_queues:
+            status = replace(status, cluster_queue=cluster_queues.get(
+                (namespace, status.queue), ""))
+        place = positions.get(status.queue, {}).get(record.job_name)
+        if status.state == "pending" and place is not None:
+            status = replace(status, position=place[0], position_in_local_queue=place[1])
+        seen[record.pk] = status
+    return {pk: status.as_dict() for pk, status in seen.items()}
+
+
+def store_admissions(records: Sequence[RunRecord], observed: dict[int, dict[str, Any]]) -> int:
+    """Write the admissions that changed (one bulk statement); how many changed."""
+    changed = []
+    for record in records:
+        admission = observed.get(record.pk)
+        if admission is not None and admission != record.admission:
+            record.admission = admission
+            changed.append(record)
+    if changed:
+        RunRecord.objects.bulk_update(changed, ["admission"], batch_size=250)
+    return len(changed)
