@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 from clusters.k8s import PodInfo
 from jobs.observe import conf, live
 from jobs.observe.access import access_entries
+from jobs.observe.eventgroups import summarize_events
 from jobs.observe.selectors import attempt_rows, run_record_for_job
 from jobs.observe.serializers import (
     EventsSerializer,
@@ -49,9 +50,13 @@ class JobEventsView(APIView):
     @extend_schema(responses={200: EventsSerializer, 404: _NOT_FOUND})
     def get(self, request: Request, name: str) -> Response:
         snapshot = live.job_snapshot(run_record_for_job(request.user, name))
+        summary = summarize_events(snapshot.events)
         return Response(EventsSerializer({
             "fetched_at": snapshot.fetched_at, "error": snapshot.error,
             "events": [asdict(event) for event in snapshot.events],
+            "summary": {"warning_count": len(summary.warnings),
+                        "normal_count": summary.normal_count,
+                        "normal_groups": [asdict(group) for group in summary.normal_groups]},
         }).data)
 
 

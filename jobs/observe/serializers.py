@@ -58,10 +58,36 @@ class PodsSerializer(serializers.Serializer[object]):
                              "in, else kubectl commands; empty without a Head Task")
 
 
+class EventGroupSerializer(serializers.Serializer[object]):
+    kind = serializers.CharField(help_text="the involved objects' kind (Job, Pod)")
+    reason = serializers.CharField()
+    objects = serializers.ListField(child=serializers.CharField(),
+                                    help_text="the involved objects' names, in the order first "
+                                              "seen")
+    event_count = serializers.IntegerField(help_text="Event objects in the group")
+    count = serializers.IntegerField(help_text="occurrences: the sum of their counts")
+    first_at = serializers.CharField(help_text="the earliest first seen of the group")
+    last_at = serializers.CharField(help_text="the latest last seen of the group")
+    message = serializers.CharField(help_text="the newest event's message")
+    message_count = serializers.IntegerField(help_text="distinct messages in the group")
+
+
+class EventSummarySerializer(serializers.Serializer[object]):
+    warning_count = serializers.IntegerField(
+        help_text="events that are not Normal: those of `events` whose type is not Normal, "
+                  "in the same order (newest first), never grouped")
+    normal_count = serializers.IntegerField(help_text="Normal events (Event objects)")
+    normal_groups = EventGroupSerializer(
+        many=True, help_text="the Normal events grouped by involved kind and reason, newest "
+                             "first (what the job page shows collapsed)")
+
+
 class EventsSerializer(serializers.Serializer[object]):
     fetched_at = serializers.DateTimeField()
     error = serializers.CharField()
     events = EventSerializer(many=True, help_text="the Job's and its pods' events, newest first")
+    summary = EventSummarySerializer(
+        help_text="Warnings first, Normal events grouped: the job page's view of `events`")
 
 
 class LogQuerySerializer(serializers.Serializer[object]):

@@ -15,6 +15,7 @@ from rest_framework.exceptions import ValidationError
 from jobs.observe import conf, live
 from jobs.observe.access import access_entries
 from jobs.observe.api import log_options
+from jobs.observe.eventgroups import summarize_events
 from jobs.observe.selectors import attempt_rows, run_record_for_job
 from jobs.observe.states import LIVE_STATES
 from jobs.records import selectors as record_selectors
@@ -28,7 +29,8 @@ def _refresh_seconds() -> int:
 @login_required
 @require_GET
 def job_live(request: HttpRequest, name: str) -> HttpResponse:
-    """The pods of each Task and the events, newest first; re-polled every refresh interval."""
+    """The pods of each Task, then the events (Warnings first, Normal events grouped);
+    re-polled every refresh interval."""
     record = run_record_for_job(request.user, name)
     snapshot = live.job_snapshot(record)
     tasks: dict[str, list[dict[str, Any]]] = {}
@@ -39,7 +41,8 @@ def job_live(request: HttpRequest, name: str) -> HttpResponse:
     phases = Counter(pod.phase for pod in snapshot.pods)
     context = {"job": record.job, "snapshot": snapshot, "tasks": sorted(tasks.items()),
                "phases": sorted(phases.items()), "refresh": _refresh_seconds(),
-               "active": record.job.state in LIVE_STATES, "access": access_entries(record)}
+               "active": record.job.state in LIVE_STATES, "access": access_entries(record),
+               "events": summarize_events(snapshot.events)}
     return render(request, "jobs/observe/_live.html", context)
 
 

@@ -17,6 +17,8 @@
 //   (Its polled links also carry an id,
 //   so htmx gives a keyboard user's focus back after a re-render, and swap with settle:0ms,
 //   so they work from the moment they are in the page.)
+// - data-keep-open on a <details id=...> that a poll re-renders (the job page's Normal events):
+//   the re-rendered one is open or closed as the user left the one it replaces.
 (function () {
   "use strict";
 
@@ -105,5 +107,28 @@
     if ((pressed && region.contains(pressed)) || selectsIn(region)) {
       event.detail.shouldSwap = false;
     }
+  });
+
+  // id -> open, of details[data-keep-open] as they were just before their region was swapped:
+  // read from the element itself (its toggle event comes a task later, after a swap that
+  // could land in between)
+  var keptOpen = {};
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var region = event.detail.target;
+    if (!region || !region.querySelectorAll) return;
+    region.querySelectorAll("details[data-keep-open][id]").forEach(function (details) {
+      keptOpen[details.id] = details.open;
+    });
+  });
+  document.addEventListener("htmx:load", function (event) {
+    var root = event.detail.elt;
+    if (!root || !root.querySelectorAll) return;
+    var all = Array.prototype.slice.call(root.querySelectorAll("details[data-keep-open][id]"));
+    if (root.matches("details[data-keep-open][id]")) all.push(root);
+    all.forEach(function (details) {
+      if (Object.prototype.hasOwnProperty.call(keptOpen, details.id)) {
+        details.open = keptOpen[details.id];
+      }
+    });
   });
 })();
