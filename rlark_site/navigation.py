@@ -1,55 +1,124 @@
-"""The portal's navigation, shown in the base layout."""
+"""The portal's navigation, shown in the base layout: a few groups and an account menu.
+
+`NAV` lists the groups in the order of the bar, each with its entries; `ACCOUNT` the account
+menu's pages (the menu adds the team switch, the language and log-out). To add a page, add one
+`Entry` to the group it belongs to. An entry or group seen by `MEMBERS` only is hidden from
+platform admins and one for `ADMINS` from everyone else; a group with no entry left for a user
+is not shown (the Admin group, for a team member).
+
+The current page: the entry whose URL is the longest prefix of the request's path (`/jobs/job/x/`
+is under Jobs, `/jobs/launch-lists/3/` under Launch lists) is marked `aria-current` ("page"
+when it is that very page, else "true"), and so is its group's button.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest
 from django.urls import get_script_prefix, get_urlconf, reverse
+from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 
 from rlark_site.foundation.tenancy.access import is_platform_admin
 
 ALL, MEMBERS, ADMINS = "all", "members", "admins"
 QUEUE = "clusters:queue"
+PARAMETERS_QUEUE = "jobs:parameters-queue"
 
-# (url name, label, who sees it): one verification entry each, the team's list for members
-# and the queue (with the pending-requests count) for platform admins.
-NAV = [
-    ("jobs:list", _("Jobs"), ALL),
-    ("jobs:launch-lists", _("Launch lists"), ALL),
-    ("jobs:deployment-parameters", _("Deployment parameters"), ALL),
-    ("jobs:ssh-keys", _("SSH keys"), ALL),
-    ("jobs:run-record-lookup", _("Run records"), ALL),
-    ("clusters:verifications", _("Verifications"), MEMBERS),
-    (QUEUE, _("Verification queue"), ADMINS),
-    ("clusters:nodes", _("Nodes"), ALL),
-    ("clusters:list", _("Clusters"), ALL),
-    ("jobs:help-glossary", _("Glossary"), ALL),
-    ("swagger-ui", _("API"), ALL),
-    ("tokens", _("API tokens"), ALL),
-    ("notification-preferences", _("Notifications"), ALL),
-    ("teams:list", _("Teams"), ALL),
-]
+
+@dataclass(frozen=True)
+class Entry:
+    name: str  # URL name, reversed without arguments
+    label: Promise
+    audience: str = ALL
+
+
+@dataclass(frozen=True)
+class Group:
+    key: str  # the id's part: nav-<key>
+    label: Promise
+    entries: tuple[Entry, ...]
+
+
+NAV: tuple[Group, ...] = (
+    Group("jobs", _("Jobs"), (
+        Entry("jobs:list", _("Jobs")),
+        Entry("jobs:wizard-new", _("Create job")),
+        Entry("jobs:ssh-keys", _("SSH keys")),
+    )),
+    Group("records", _("Records"), (
+        Entry("jobs:run-record-lookup", _("Run records")),
+        Entry("jobs:launch-lists", _("Launch lists")),
+        Entry("jobs:deployment-parameters", _("Deployment parameters")),
+    )),
+    Group("fleet", _("Fleet"), (
+        Entry("clusters:list", _("Clusters")),
+        Entry("clusters:nodes", _("Nodes")),
+        Entry("clusters:verifications", _("Verifications"), MEMBERS),
+    )),
+    Group("help", _("Help"), (
+        Entry("jobs:help-glossary", _("Glossary")),
+        Entry("swagger-ui", _("API")),
+    )),
+    Group("admin", _("Admin"), (
+        Entry(QUEUE, _("Verification queue"), ADMINS),
+        Entry(PARAMETERS_QUEUE, _("Deployment-parameters queue"), ADMINS),
+        Entry("clusters:add", _("Add a cluster"), ADMINS),
+    )),
+)
+ACCOUNT: tuple[Entry, ...] = (
+    Entry("teams:list", _("Teams")),
+    Entry("tokens", _("API tokens")),
+    Entry("notification-preferences", _("Notifications")),
+)
+
+
+def _entries() -> list[Entry]:
+    return [entry for group in NAV for entry in group.entries] + list(ACCOUNT)
 
 
 @cache
 def _urls(prefix: str, urlconf: str | None, root: str) -> dict[str, str]:
     """Every entry's URL under this script prefix and URLconf (the arguments are the cache key:
     `reverse` reads them, and nothing else that changes, for these argument-less names)."""
-    return {name: reverse(name) for name, _label, _audience in NAV}
+    return {entry.name: reverse(entry.name) for entry in _entries()}
+
+
+def _current(path: str, urls: dict[str, str]) -> str:
+    """The URL name of the entry the path is under (longest URL prefix), or ""."""
+    under = [name for name, url in urls.items() if path.startswith(url)]
+    return max(under, key=lambda name: len(urls[name]), default="")
+
+
+def _link(entry: Entry, urls: dict[str, str], path: str, current: str) -> dict[str, Any]:
+    marked = "" if entry.name != current else ("page" if path == urls[entry.name] else "true")
+    return {"url": urls[entry.name], "label": entry.label, "name": entry.name,
+            "current": marked, "queue": entry.name == QUEUE,
+            "parameters_queue": entry.name == PARAMETERS_QUEUE}
 
 
 def nav_links(request: HttpRequest) -> dict[str, Any]:
+    """`nav_groups` (each with its `links`, `current` and whether it is the Admin group) and
+    `account_links`, for the signed-in user."""
     if not request.user.is_authenticated:
         return {}
-    admin = is_platform_admin(request.user)
+    hidden = MEMBERS if is_platform_admin(request.user) else ADMINS
     urls = _urls(get_script_prefix(), get_urlconf(), settings.ROOT_URLCONF)
-    links = []
-    for name, label, audience in NAV:
-        if audience == (MEMBERS if admin else ADMINS):
-            continue
-        links.append({"url": urls[name], "label": label, "queue": name == QUEUE})
-    return {"nav_links": links}
+    shown = [entry for entry in _entries() if entry.audience != hidden]
+    path = request.path
+    current = _current(path, {entry.name: urls[entry.name] for entry in shown})
+    groups = []
+    for group in NAV:
+        links = [_link(entry, urls, path, current) for entry in group.entries
+                 if entry.audience != hidden]
+        if links:
+            groups.append({"key": group.key, "label": group.label, "links": links,
+                           "current": any(link["current"] for link in links),
+                           "admin": group.key == "admin"})
+    account = [_link(entry, urls, path, current) for entry in ACCOUNT if entry.audience != hidden]
+    return {"nav_groups": groups, "account_links": account,
+            "account_current": any(link["current"] for link in account)}

@@ -59,13 +59,33 @@ def login(page: Page, live_server: Any, user: Any, password: str = PASSWORD) -> 
     page.fill("#id_username", username)
     page.fill("#id_password", password)
     with page.expect_navigation():
-        page.click("button[type=submit]")
+        page.click("main button[type=submit]")
+
+
+def open_account_menu(page: Page) -> None:
+    """Open the header's account menu (team, API tokens, notifications, language, log out);
+    below 720 px the Menu button first shows the bar."""
+    if page.locator("#nav-menu-button").is_visible():
+        if page.get_attribute("#nav-menu-button", "aria-expanded") != "true":
+            page.click("#nav-menu-button")
+    if page.locator("#nav-account").get_attribute("open") is None:
+        page.click("#nav-account-button")
 
 
 def logout(page: Page) -> None:
-    """Log out with the header's button (a POST form)."""
+    """Log out with the account menu's button (a POST form)."""
+    open_account_menu(page)
     with page.expect_navigation():
         page.click("header.top form[action$='/logout/'] button")
+
+
+def choose_language(page: Page, language: str) -> None:
+    """Switch the interface language with the account menu's (or, signed out, the header's)
+    language buttons, and wait for the page it comes back to."""
+    if page.locator("#nav-account").count():
+        open_account_menu(page)
+    with page.expect_navigation():
+        page.click(f"header.top form.language button[value='{language}']")
 
 
 def screenshot(page: Page, name: str) -> Path:

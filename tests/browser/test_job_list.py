@@ -11,7 +11,7 @@ from playwright.sync_api import Page, expect
 from jobs.drafts.services import job_create
 from jobs.models import Job, JobState
 from rlark_site.foundation.tenancy.models import Team
-from tests.browser.conftest import login, screenshot
+from tests.browser.conftest import choose_language, login, screenshot
 from tests.conftest import PASSWORD
 from tests.jobs.records_support import run_record_for
 
@@ -33,8 +33,7 @@ def jobs(team: Team, owner: Any, member: Any) -> None:
 def _journey(page: Page, live_server: Any, member: Any, lang: str) -> None:
     login(page, live_server, member.username, PASSWORD)
     if lang != "en":
-        with page.expect_navigation():
-            page.select_option('select[name="language"]', lang)
+        choose_language(page, lang)
     page.goto(f"{live_server.url}/jobs/")
     expect(page.locator("#job-list tbody tr")).to_have_count(50)
     # Pending flag filter: one job.

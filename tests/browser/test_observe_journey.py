@@ -18,7 +18,7 @@ from jobs.models import Job, JobState
 from jobs.observe.signals import scan_first_signals
 from jobs.records.status import sync_submitted_jobs
 from rlark_site.foundation.tenancy.models import Team
-from tests.browser.conftest import login, screenshot
+from tests.browser.conftest import choose_language, login, screenshot
 from tests.cache_support import OBSERVE_PREFIX, clear_prefix
 from tests.conftest import PASSWORD
 from tests.jobs.observe_support import CLUSTER, HEAD_POD, NAMESPACE
@@ -61,8 +61,7 @@ def ready(demo_simulator: Any, team: Team, owner: Any, admin_user: Any) -> Job:
 def _journey(page: Page, live_server: Any, sim: Any, owner: Any, job: Job, lang: str) -> None:
     login(page, live_server, owner.username, PASSWORD)
     if lang != "en":
-        with page.expect_navigation():
-            page.select_option('select[name="language"]', lang)
+        choose_language(page, lang)
     page.goto(f"{live_server.url}/jobs/wizard/{job.name}/step-4/")
     expect(page.locator("#wizard-submit")).to_be_enabled()
     with page.expect_navigation():

@@ -13,7 +13,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from jobs.models import ConfirmationState, DeploymentParameters, Job, JobState
 from rlark_site.foundation.tenancy.models import Team
-from tests.browser.conftest import assets_loaded, login, screenshot
+from tests.browser.conftest import assets_loaded, choose_language, login, screenshot
 from tests.factories import load_fleet_rows
 from tests.jobs.records_support import submittable_job
 
@@ -38,8 +38,7 @@ def draft(team: Team, member: Any, admin_user: Any) -> Job:
 
 def _language(page: Page, lang: str) -> None:
     if lang != "en":
-        with page.expect_navigation():
-            page.select_option('select[name="language"]', lang)
+        choose_language(page, lang)
     expect(page.locator("html")).to_have_attribute("lang", lang)
 
 

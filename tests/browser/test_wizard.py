@@ -23,7 +23,7 @@ from clusters.verifications.services import verification_approve, verification_r
 from jobs.drafts.services import ssh_key_create
 from jobs.models import DeploymentParameters, Job, JobState, LaunchList
 from rlark_site.foundation.tenancy.models import Team
-from tests.browser.conftest import login
+from tests.browser.conftest import choose_language, login
 from tests.conftest import PASSWORD
 from tests.factories import confirmed_parameters, load_fleet_rows
 
@@ -269,8 +269,7 @@ def _fix_header_and_submit(j: Journey, world: dict[str, Any]) -> None:
 def _run_journey(page: Page, live_server: Any, world: dict[str, Any], lang: str) -> None:
     login(page, live_server, world["member"].username, PASSWORD)
     if lang != "en":
-        with page.expect_navigation():
-            page.select_option('select[name="language"]', lang)
+        choose_language(page, lang)
     expect(page.locator("html")).to_have_attribute("lang", lang)
     journey = Journey(page, live_server, lang)
     _step_1(journey)

@@ -14,7 +14,7 @@ from playwright.sync_api import Page, expect
 from jobs.drafts.services import job_create
 from jobs.models import Job
 from rlark_site.foundation.tenancy.models import Team
-from tests.browser.conftest import login, screenshot
+from tests.browser.conftest import choose_language, login, screenshot
 from tests.conftest import PASSWORD
 from tests.factories import load_fleet_rows
 
@@ -142,8 +142,7 @@ def _unsaved_row(page: Page, base: str, lang: str) -> None:
 def _journey(page: Page, live_server: Any, member: Any, lang: str) -> None:
     login(page, live_server, member.username, PASSWORD)
     if lang != "en":
-        with page.expect_navigation():
-            page.select_option('select[name="language"]', lang)
+        choose_language(page, lang)
     expect(page.locator("html")).to_have_attribute("lang", lang)
     _new_draft(page, live_server.url, lang)
     _unsaved_row(page, live_server.url, lang)

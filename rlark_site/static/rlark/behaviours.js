@@ -17,6 +17,11 @@
 //   (Its polled links also carry an id,
 //   so htmx gives a keyboard user's focus back after a re-render, and swap with settle:0ms,
 //   so they work from the moment they are in the page.)
+// - the navigation (templates/base.html): each details[data-nav-group] is a disclosure that
+//   works without this script; here its summary gets aria-expanded and aria-controls, opening
+//   one closes the others, Escape closes the open one and gives the focus back to its button,
+//   a click or the focus elsewhere closes it. Below 720 px, button[data-nav-menu] (Menu)
+//   shows and hides the groups (aria-expanded; Escape closes it too).
 // - data-keep-open on a <details id=...> that a poll re-renders (the job page's Normal events):
 //   the re-rendered one is open or closed as the user left the one it replaces.
 (function () {
@@ -130,5 +135,79 @@
         details.open = keptOpen[details.id];
       }
     });
+  });
+
+  function navGroups() {
+    return Array.prototype.slice.call(document.querySelectorAll("details[data-nav-group]"));
+  }
+  function markExpanded(group) {
+    var summary = group.querySelector("summary");
+    var menu = summary && summary.nextElementSibling;
+    if (!summary) return;
+    if (menu && menu.id) summary.setAttribute("aria-controls", menu.id);
+    summary.setAttribute("aria-expanded", group.open ? "true" : "false");
+  }
+  function closeGroup(group, focus) {
+    group.open = false;
+    markExpanded(group);
+    if (focus) group.querySelector("summary").focus();
+  }
+  function menuButton() { return document.querySelector("button[data-nav-menu]"); }
+  function setMenu(open, focus) {
+    var button = menuButton();
+    if (!button) return;
+    var bar = document.getElementById(button.getAttribute("aria-controls"));
+    button.setAttribute("aria-expanded", open ? "true" : "false");
+    if (bar) bar.classList.toggle("open", open);
+    if (focus) button.focus();
+  }
+  function wireNavigation() {
+    navGroups().forEach(markExpanded);
+    var button = menuButton();
+    if (button) {
+      button.addEventListener("click", function () {
+        setMenu(button.getAttribute("aria-expanded") !== "true", false);
+      });
+    }
+  }
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", wireNavigation);
+  } else {
+    wireNavigation();
+  }
+  document.addEventListener("toggle", function (event) {
+    var group = event.target;
+    if (!group.matches || !group.matches("details[data-nav-group]")) return;
+    markExpanded(group);
+    if (group.open) {
+      navGroups().forEach(function (other) { if (other !== group && other.open) closeGroup(other); });
+    }
+  }, true);
+  document.addEventListener("keydown", function (event) {
+    if (event.key !== "Escape" && event.key !== "Esc") return;
+    var group = event.target.closest ? event.target.closest("details[data-nav-group][open]") : null;
+    if (group) {
+      event.preventDefault();
+      closeGroup(group, true);
+      return;
+    }
+    var button = menuButton();
+    var bar = button && document.getElementById(button.getAttribute("aria-controls"));
+    if (bar && bar.classList.contains("open") && (bar.contains(event.target) || event.target === button)) {
+      event.preventDefault();
+      setMenu(false, true);
+    }
+  });
+  document.addEventListener("click", function (event) {
+    navGroups().forEach(function (group) {
+      if (group.open && !group.contains(event.target)) closeGroup(group);
+    });
+  });
+  document.addEventListener("focusout", function (event) {
+    // a pointer's press moves the focus first: the click decides (closing now would move
+    // the groups below the stacked phone menu away from under the pointer before its release)
+    if (pressed) return;
+    var group = event.target.closest ? event.target.closest("details[data-nav-group][open]") : null;
+    if (group && event.relatedTarget && !group.contains(event.relatedTarget)) closeGroup(group);
   });
 })();
