@@ -15,7 +15,7 @@ from typing import Any
 
 from django import template
 from django.utils.safestring import SafeString, mark_safe
-from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext, gettext_noop, ngettext
 
 from jobs.wizard.presenters import EnvRow, LabelSelect, MountRow, NodeRow
 
@@ -74,14 +74,21 @@ def label_options(select: LabelSelect) -> SafeString:
 @register.simple_tag
 def node_rows(nodes: Iterable[NodeRow]) -> SafeString:
     """The matched nodes' table rows: cluster (marked when foreign), name, namespace."""
-    foreign = f' <span class="sr-only">({gettext("another cluster")})</span>'
-    stale = f' <span class="badge stale">{gettext("not ready")}</span>'
+    # outside the f-strings: xgettext (makemessages) does not read calls inside them
+    another, not_ready = gettext("another cluster"), gettext("not ready")
+    foreign = f' <span class="sr-only">({another})</span>'
+    stale = f' <span class="badge stale">{not_ready}</span>'
     rows = []
     for n in nodes:
         mark, note = (' class="foreign"', foreign) if n.foreign else ("", "")
         rows.append(f"<tr{mark}><td>{_esc(n.cluster)}{note}</td><td>{_esc(n.name)}"
                     f"{'' if n.ready else stale}</td><td>{_esc(n.namespace)}</td></tr>")
     return mark_safe("".join(rows))  # noqa: S308 - every value above is escaped
+
+
+# marked for makemessages here: xgettext does not read calls inside f-strings
+_VARIABLE_NAME = gettext_noop("Variable %(n)s name")
+_VARIABLE_VALUE = gettext_noop("Variable %(n)s value")
 
 
 def _numbered(message: str, number: Any) -> str:
@@ -94,11 +101,11 @@ def _env_row(row: EnvRow, number: Any) -> str:
     return (
         "      <tr>\n"
         f'        <td><label class="sr-only" for="{_esc(name.id)}">'
-        f'{_numbered("Variable %(n)s name", number)}</label>\n'
+        f'{_numbered(_VARIABLE_NAME, number)}</label>\n'
         f'          <input type="text" id="{_esc(name.id)}" name="env_name" '
         f'value="{_esc(row.name)}" spellcheck="false"{name.attrs}>{field_findings(name)}</td>\n'
         f'        <td><label class="sr-only" for="{_esc(value.id)}">'
-        f'{_numbered("Variable %(n)s value", number)}</label>\n'
+        f'{_numbered(_VARIABLE_VALUE, number)}</label>\n'
         f'          <input type="text" id="{_esc(value.id)}" name="env_value" '
         f'value="{_esc(row.value)}" spellcheck="false"{value.attrs}>{field_findings(value)}</td>\n'
         "      </tr>\n"
@@ -147,20 +154,20 @@ def _mount_row(row: MountRow, number: Any) -> str:
     kind, storage = row.kind_field, row.storage_class_field
     return "".join((
         "      <tr>\n",
-        _mount_label(kind, "Mount %(n)s kind", number),
+        _mount_label(kind, gettext_noop("Mount %(n)s kind"), number),
         f'          <select id="{_esc(kind.id)}" name="mount_kind"{kind.attrs}>\n',
         _mount_kinds(row.kind),
         f"          </select>{field_findings(kind)}</td>\n",
-        _mount_label(row.source_field, "Mount %(n)s host directory", number),
+        _mount_label(row.source_field, gettext_noop("Mount %(n)s host directory"), number),
         _mount_input(row.source_field, "mount_source", row.source, "/data/models"),
-        _mount_label(storage, "Mount %(n)s storage class", number),
+        _mount_label(storage, gettext_noop("Mount %(n)s storage class"), number),
         f'          <select id="{_esc(storage.id)}" name="mount_storage_class"{storage.attrs}>\n',
         '            <option value="">\u2014</option>\n',
         f"            {plain_options(row.storage_choices, row.storage_class)}\n",
         f"          </select>{field_findings(storage)}</td>\n",
-        _mount_label(row.size_field, "Mount %(n)s size", number),
+        _mount_label(row.size_field, gettext_noop("Mount %(n)s size"), number),
         _mount_input(row.size_field, "mount_size", row.size, "1Gi"),
-        _mount_label(row.target_field, "Mount %(n)s target", number),
+        _mount_label(row.target_field, gettext_noop("Mount %(n)s target"), number),
         _mount_input(row.target_field, "mount_target", row.target, "/mnt/models"),
         "      </tr>\n",
     ))

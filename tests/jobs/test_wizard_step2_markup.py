@@ -65,8 +65,10 @@ class FormOutline(HTMLParser):
 
 
 def outline(html: str) -> list[list[Any]]:
+    """The outline of the page without its header (the site's navigation is not step 2's)."""
     parser = FormOutline()
-    parser.feed(html)
+    start, end = html.find('<header class="top">'), html.find("</header>")
+    parser.feed(html if start < 0 else html[:start] + html[end:])
     return parser.items
 
 
