@@ -48,6 +48,7 @@ NAV: tuple[Group, ...] = (
     Group("jobs", _("Jobs"), (
         Entry("jobs:list", _("Jobs")),
         Entry("jobs:wizard-new", _("Create job")),
+        Entry("jobs:new-from-file", _("New job from file")),
         Entry("jobs:ssh-keys", _("SSH keys")),
     )),
     Group("records", _("Records"), (
@@ -81,44 +82,43 @@ def _entries() -> list[Entry]:
     return [entry for group in NAV for entry in group.entries] + list(ACCOUNT)
 
 
-@cache
-def _urls(prefix: str, urlconf: str | None, root: str) -> dict[str, str]:
-    """Every entry's URL under this script prefix and URLconf (the arguments are the cache key:
-    `reverse` reads them, and nothing else that changes, for these argument-less names)."""
-    return {entry.name: reverse(entry.name) for entry in _entries()}
-
-
-def _current(path: str, urls: dict[str, str]) -> str:
-    """The URL name of the entry the path is under (longest URL prefix), or ""."""
-    under = [name for name, url in urls.items() if path.startswith(url)]
-    return max(under, key=lambda name: len(urls[name]), default="")
-
-
-def _link(entry: Entry, urls: dict[str, str], path: str, current: str) -> dict[str, Any]:
-    marked = "" if entry.name != current else ("page" if path == urls[entry.name] else "true")
-    return {"url": urls[entry.name], "label": entry.label, "name": entry.name,
-            "current": marked, "queue": entry.name == QUEUE,
+def _link(entry: Entry, url: str) -> dict[str, Any]:
+    return {"url": url, "label": entry.label, "name": entry.name, "queue": entry.name == QUEUE,
             "parameters_queue": entry.name == PARAMETERS_QUEUE}
 
 
-def nav_links(request: HttpRequest) -> dict[str, Any]:
-    """`nav_groups` (each with its `links`, `current` and whether it is the Admin group) and
-    `account_links`, for the signed-in user."""
-    if not request.user.is_authenticated:
-        return {}
-    hidden = MEMBERS if is_platform_admin(request.user) else ADMINS
-    urls = _urls(get_script_prefix(), get_urlconf(), settings.ROOT_URLCONF)
-    shown = [entry for entry in _entries() if entry.audience != hidden]
-    path = request.path
-    current = _current(path, {entry.name: urls[entry.name] for entry in shown})
+@cache
+def _layout(prefix: str, urlconf: str | None, root: str, admin: bool) -> dict[str, Any]:
+    """The bar for one script prefix and URLconf (what `reverse` reads, and nothing else that
+    changes, for these argument-less names) and one audience: reversed and built once. Shared
+    between requests: read only."""
+    hidden = MEMBERS if admin else ADMINS
+    urls = {entry.name: reverse(entry.name) for entry in _entries() if entry.audience != hidden}
     groups = []
     for group in NAV:
-        links = [_link(entry, urls, path, current) for entry in group.entries
-                 if entry.audience != hidden]
+        links = [_link(entry, urls[entry.name]) for entry in group.entries
+                 if entry.name in urls]
         if links:
             groups.append({"key": group.key, "label": group.label, "links": links,
-                           "current": any(link["current"] for link in links),
+                           "names": frozenset(link["name"] for link in links),
                            "admin": group.key == "admin"})
-    account = [_link(entry, urls, path, current) for entry in ACCOUNT if entry.audience != hidden]
+    account = [_link(entry, urls[entry.name]) for entry in ACCOUNT if entry.name in urls]
     return {"nav_groups": groups, "account_links": account,
-            "account_current": any(link["current"] for link in account)}
+            "account_names": frozenset(link["name"] for link in account),
+            "longest_first": sorted(urls.items(), key=lambda item: -len(item[1]))}
+
+
+def nav_links(request: HttpRequest) -> dict[str, Any]:
+    """`nav_groups` (each with its `links` and the `names` of their URLs) and `account_links`
+    for the signed-in user, and the current entry: `nav_current` (its URL name, "" for none)
+    and `nav_current_page` (the request is that very page, not one below it)."""
+    if not request.user.is_authenticated:
+        return {}
+    layout = _layout(get_script_prefix(), get_urlconf(), settings.ROOT_URLCONF,
+                     is_platform_admin(request.user))
+    path = request.path
+    current = next(((name, url) for name, url in layout["longest_first"]
+                    if path.startswith(url)), ("", ""))
+    return {"nav_groups": layout["nav_groups"], "account_links": layout["account_links"],
+            "account_names": layout["account_names"], "nav_current": current[0],
+            "nav_current_page": current[1] == path}

@@ -43,12 +43,13 @@ def expected(hidden: str) -> dict[str, list[tuple[str, str]]]:
 
 
 def current(user: Any, path: str) -> list[tuple[str, str]]:
-    """(URL name, aria-current) of the marked entries, groups marked by their key."""
+    """(URL name, aria-current) of the marked entry, and its group marked by its key."""
     nav = nav_for(user, path)
-    links = [link for group in nav["nav_groups"] for link in group["links"]]
-    marked = [(link["name"], link["current"]) for link in links + nav["account_links"]
-              if link["current"]]
-    return marked + [(group["key"], "group") for group in nav["nav_groups"] if group["current"]]
+    name = nav["nav_current"]
+    if not name:
+        return []
+    groups = [(group["key"], "group") for group in nav["nav_groups"] if name in group["names"]]
+    return [(name, "page" if nav["nav_current_page"] else "true"), *groups]
 
 
 def test_every_page_of_the_old_bar_is_in_a_group_or_the_account_menu() -> None:
