@@ -20,7 +20,7 @@ from jobs.models import RunRecord
 from jobs.progress.reader import read_cluster_progress
 from jobs.records.status import sync_submitted_jobs
 from rlark_site.foundation.tenancy.models import Team
-from tests.browser.conftest import login, screenshot
+from tests.browser.conftest import choose_language, login, screenshot
 from tests.cache_support import OBSERVE_PREFIX, clear_prefix
 from tests.conftest import PASSWORD
 from tests.jobs.observe_support import CLUSTER, NAMESPACE, running_job
@@ -79,8 +79,7 @@ def test_the_chart_advances_live_and_the_stall_shows_its_badge(
         stepping: RunRecord, lang: str, stalled_word: str, step_word: str) -> None:
     login(page, live_server, owner.username, PASSWORD)
     if lang != "en":
-        with page.expect_navigation():
-            page.select_option('select[name="language"]', lang)
+        choose_language(page, lang)
     page.goto(f"{live_server.url}/jobs/job/{JOB}/")
     _pass_until(page, lambda: _step(page) >= 2)
     first = _step(page)
