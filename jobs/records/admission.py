@@ -5,8 +5,8 @@ Per status pass and cluster namespace with such runs: one list of the namespace'
 has runs still pending (their position in the ClusterQueue). Never a read per job or per
 viewer: pages and the API show what the last pass stored (`RunRecord.admission`).
 
-A namespace without Workloads (Kueue not installed: 404) leaves its runs pending as submitted;
-a cluster that does not answer keeps what the last pass stored.
+A run whose Workload Kueue has not made yet stays pending as submitted; a cluster whose Kueue
+API is gone (404) or that does not answer keeps what the last pass stored.
 """
 
 from __future__ import annotations
@@ -35,14 +35,14 @@ def _queue_of(record: RunRecord) -> str:
     return queue if isinstance(queue, str) else ""
 
 
-def _workloads(credentials: Credentials, namespace: str) -> dict[str, dict[str, Any]]:
-    """The namespace's Workloads by name (none when Kueue is not installed)."""
+def _workloads(credentials: Credentials, namespace: str) -> dict[str, dict[str, Any]] | None:
+    """The namespace's Workloads by name; None when the cluster has no Kueue (any more)."""
     try:
         items = list_workloads(credentials=credentials, namespace=namespace,
                                page_size=conf.status_page_size(), max_items=_MAX_WORKLOADS,
                                timeout=conf.kube_timeout(), attempts=1)
     except NotFound:
-        return {}
+        return None
     return {str((w.get("metadata") or {}).get("name") or ""): w for w in items}
 
 
@@ -79,6 +79,8 @@ def observe_admissions(credentials: Credentials, namespace: str, records: Sequen
     if not runs:
         return {}
     workloads = _workloads(credentials, namespace)
+    if workloads is None:
+        return {}  # Kueue's API is gone: what was read last stays
     seen: dict[int, AdmissionStatus] = {
         record.pk: workload_admission(workloads.get(record.job_name), queue=queue)
         for record, queue in runs

@@ -241,3 +241,17 @@ def test_a_cluster_that_lost_kueue_keeps_the_last_good_queues(
     body = api_client_for(member).get(f"/api/v1/clusters/{CLUSTER}/queues/").json()
     assert body["error"].startswith("NotFound")
     assert [q["name"] for q in body["cluster_queues"]] == ["vision-cq"]
+
+
+def test_a_run_keeps_its_admission_when_kueue_goes_away(
+        cluster: Cluster, sim: InProcessSimulator, team: Team, owner: Any, admin_user: Any,
+        api_client_for: Any, django_capture_on_commit_callbacks: Any) -> None:
+    api = api_client_for(owner)
+    _job("first", team=team, owner=owner, admin=admin_user, head="k-head-01")
+    _submit(api, "first", django_capture_on_commit_callbacks)
+    sim.tick()
+    sync_cluster(cluster=CLUSTER)
+    assert _detail(api, "first")["admission"]["state"] == "admitted"
+    sim.control("DELETE", f"clusters/{CLUSTER}/kueue")
+    sync_cluster(cluster=CLUSTER)
+    assert _detail(api, "first")["admission"]["state"] == "admitted"
