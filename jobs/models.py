@@ -407,6 +407,10 @@ class FirstRunCheck(models.Model):
 
 
 # The pod-attempt record lives beside the rest of live observation (jobs/observe/).
+from jobs.gpu.models import GpuIdleEpisode as GpuIdleEpisode  # noqa: E402
+from jobs.gpu.models import GpuMetric as GpuMetric  # noqa: E402
+from jobs.gpu.models import IdleEnd as IdleEnd  # noqa: E402
+from jobs.gpu.models import RunGpu as RunGpu  # noqa: E402
 from jobs.notify.models import EventKind as EventKind  # noqa: E402
 from jobs.notify.models import NotificationEvent as NotificationEvent  # noqa: E402
 from jobs.notify.models import NotificationPreference as NotificationPreference  # noqa: E402

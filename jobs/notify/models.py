@@ -25,6 +25,7 @@ class EventKind(models.TextChoices):
     SIGNAL_MISSED = "signal_missed", _("first signal missed")
     JOB_STALLED = "job_stalled", _("job stalled (no new training step)")
     JOB_RECOVERED = "job_recovered", _("job recovered from a stall")
+    JOB_GPU_IDLE = "job_gpu_idle", _("job's GPUs idle")
     VERIFICATION_REQUESTED = "verification_requested", _("verification requested")
     VERIFICATION_DECIDED = "verification_decided", _("verification decided")
     VERIFICATION_STALE = "verification_stale", _("verification gone stale")

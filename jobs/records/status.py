@@ -33,6 +33,7 @@ from django.utils.translation import gettext as _
 from clusters.credentials import CredentialError, credentials_for
 from clusters.k8s import Credentials, KubeError, NotFound, list_jobs
 from clusters.models import Cluster
+from jobs.gpu.reader import observe_cluster_gpus
 from jobs.models import JobState, RunRecord, StatusChange
 from jobs.notify.services import emit_run_changes
 from jobs.observe.capture import capture_cluster
@@ -259,6 +260,7 @@ def sync_cluster(*, cluster: str, now: datetime | None = None) -> SyncReport:
     store_admissions(records, admissions)
     if not unreachable:
         capture_cluster(credentials, records, final_states=FINAL_STATES)
+    observe_cluster_gpus(cluster=cluster, now=now)  # one Prometheus query; never raises for it
     emit_run_changes(records)
     return SyncReport(checked, changed, unreachable, 0)
 

@@ -109,3 +109,12 @@ RLARK_CAPTURE_MAX_PODS = env_int("RLARK_CAPTURE_MAX_PODS", 100_000)
 RLARK_PROGRESS_POLL_INTERVAL = env_float("RLARK_PROGRESS_POLL_INTERVAL", 15.0)
 RLARK_PROGRESS_READ_BYTES = env_int("RLARK_PROGRESS_READ_BYTES", 64 * 1024)
 RLARK_PROGRESS_READERS = env_int("RLARK_PROGRESS_READERS", 8)
+# GPU idleness (docs/progress.md, "GPU idleness"): the Prometheus that scrapes the clusters'
+# DCGM exporters (operator-set; empty turns the reading off), the window each reading averages
+# over (seconds), the ratio under which a run's GPUs are idle (tensor-pipe activity, or
+# utilisation / 100 where only DCGM_FI_DEV_GPU_UTIL is exported), and the bounds of one query.
+RLARK_PROMETHEUS_URL = env_str("RLARK_PROMETHEUS_URL", "")
+RLARK_GPU_IDLE_WINDOW = env_int("RLARK_GPU_IDLE_WINDOW", 15 * 60)
+RLARK_GPU_IDLE_THRESHOLD = env_float("RLARK_GPU_IDLE_THRESHOLD", 0.05)
+RLARK_PROMETHEUS_TIMEOUT = env_float("RLARK_PROMETHEUS_TIMEOUT", 5.0)
+RLARK_PROMETHEUS_MAX_BYTES = env_int("RLARK_PROMETHEUS_MAX_BYTES", 8 * 1024 * 1024)
