@@ -22,6 +22,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from clusters.access import MAX_TEMPLATE, validate_command_template, validate_url_template
+from clusters.capacity import NodeCapacity, quantities
 from clusters.inventory.forms import (
     MAX_KUBECONFIG,
     client_certificate_problems,
@@ -29,10 +30,13 @@ from clusters.inventory.forms import (
     kubeconfig_refusal,
 )
 from clusters.inventory.selectors import (
+    ClusterCapacity,
+    cluster_capacity,
     cluster_get,
     cluster_list,
     cluster_queues_answer,
     label_filter_from_text,
+    node_capacity_of,
     node_list,
 )
 from clusters.inventory.services import (
@@ -125,6 +129,11 @@ class ClusterSerializer(serializers.ModelSerializer):
     kueue_queues = serializers.SerializerMethodField(
         help_text="Team slug -> LocalQueue name; platform admins see every team, others only "
                   "their own teams' entries.")
+    capacity = serializers.SerializerMethodField(
+        help_text="Per GPU and rlinf.io/* resource: `allocatable`, the sum over present nodes, "
+                  "and `free`, the sum of allocatable - requested (never below 0) over ready "
+                  "nodes, as quantity strings; `free` is null until an occupancy pass counted "
+                  "the cluster.")
 
     class Meta:
         model = Cluster
@@ -133,8 +142,25 @@ class ClusterSerializer(serializers.ModelSerializer):
             "has_client_certificate", *ACCESS_TEMPLATES, "admission", "kueue_queues",
             "state", "last_polled_at", "last_success_at", "last_error", "failure_count",
             "next_poll_at", "generation", "node_count", "ready_count", "gone_count",
-            "created_at",
+            "occupancy_as_of", "occupancy_pods", "occupancy_error", "capacity", "created_at",
         ]
+        extra_kwargs = {
+            "occupancy_as_of": {"help_text": "When the last good occupancy pass listed the "
+                                             "cluster's pods (null: never)."},
+            "occupancy_pods": {"help_text": "How many bound, running pods that pass counted."},
+            "occupancy_error": {"help_text": "Why the latest pod listing was not used (the "
+                                             "last good occupancy is kept); empty when it was."},
+        }
+
+    @extend_schema_field(serializers.DictField(child=inline_serializer("ResourceTotal", {
+        "allocatable": serializers.CharField(),
+        "free": serializers.CharField(allow_null=True),
+    })))
+    def get_capacity(self, cluster: Cluster) -> dict[str, dict[str, str | None]]:
+        totals: dict[int, ClusterCapacity] | None = self.context.get("capacity")
+        if totals is None or cluster.id not in totals:
+            totals = cluster_capacity([cluster])
+        return {r.resource: r.as_dict() for r in totals[cluster.id].resources}
 
     def get_has_token(self, cluster: Cluster) -> bool:
         return bool(cluster.token_encrypted)
@@ -234,16 +260,62 @@ class ClusterUpdateSerializer(AccessTemplatesSerializer, AdmissionSerializer):
         return attrs
 
 
+_QUANTITIES = serializers.DictField(child=serializers.CharField())
+_QUANTITIES_OR_NULL = serializers.DictField(child=serializers.CharField(), allow_null=True)
+
+
+def _capacity(node: Node) -> NodeCapacity:
+    """The node's capacity, worked out once per row of an answer."""
+    capacity: NodeCapacity | None = getattr(node, "_capacity", None)
+    if capacity is None:
+        capacity = node_capacity_of(node)
+        node._capacity = capacity  # type: ignore[attr-defined]
+    return capacity
+
+
 class NodeSerializer(serializers.ModelSerializer):
     cluster = serializers.CharField(source="cluster.name")
     last_seen = serializers.DateTimeField(source="seen_at", allow_null=True, read_only=True)
+    allocatable = serializers.SerializerMethodField(
+        help_text="Kubernetes quantity strings by resource: cpu, memory, pods, nvidia.com/gpu "
+                  "and rlinf.io/*, each when the node reports it.")
+    requested = serializers.SerializerMethodField(
+        help_text="What the node's bound, running pods request (their effective requests, "
+                  "`pods`: how many), 0 for an allocatable resource nobody requests; null "
+                  "until an occupancy pass counted the node.")
+    free = serializers.SerializerMethodField(
+        help_text="allocatable - requested per allocatable resource, never below 0; null "
+                  "while `requested` is.")
+    occupancy_as_of = serializers.SerializerMethodField(
+        help_text="When the occupancy pass behind `requested` and `free` listed the pods; "
+                  "null while they are.")
 
     class Meta:
         model = Node
         fields = [
             "cluster", "name", "namespace", "labels", "gpu", "devices", "ready", "gone",
-            "first_seen", "last_seen",
+            "first_seen", "last_seen", "allocatable", "requested", "free", "occupancy_as_of",
         ]
+
+    @extend_schema_field(_QUANTITIES)
+    def get_allocatable(self, node: Node) -> dict[str, str]:
+        return quantities(_capacity(node).allocatable)
+
+    @extend_schema_field(_QUANTITIES_OR_NULL)
+    def get_requested(self, node: Node) -> dict[str, str] | None:
+        capacity = _capacity(node)
+        return quantities(capacity.requested_with_zeros()) if capacity.counted else None
+
+    @extend_schema_field(_QUANTITIES_OR_NULL)
+    def get_free(self, node: Node) -> dict[str, str] | None:
+        capacity = _capacity(node)
+        return quantities(capacity.free) if capacity.counted else None
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_occupancy_as_of(self, node: Node) -> str | None:
+        if not _capacity(node).counted or node.cluster.occupancy_as_of is None:
+            return None
+        return serializers.DateTimeField().to_representation(node.cluster.occupancy_as_of)
 
 
 class NodeFilterSerializer(serializers.Serializer):
@@ -255,7 +327,8 @@ class NodeFilterSerializer(serializers.Serializer):
 def _cluster_response(request: Request, name: str, *,
                       code: int = status.HTTP_200_OK) -> Response:
     cluster = cluster_get(user=request.user, name=name)
-    return Response(ClusterSerializer(cluster, context={"request": request}).data, status=code)
+    return Response(ClusterSerializer(cluster, context={
+        "request": request, "capacity": cluster_capacity([cluster])}).data, status=code)
 
 
 class ClusterListView(APIView):
@@ -267,8 +340,9 @@ class ClusterListView(APIView):
         """Every cluster with its poll state and node counts."""
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(cluster_list(user=request.user), request, view=self)
+        context = {"request": request, "capacity": cluster_capacity(page or [])}
         return paginator.get_paginated_response(
-            ClusterSerializer(page, many=True, context={"request": request}).data)
+            ClusterSerializer(page, many=True, context=context).data)
 
     @extend_schema(request=ClusterCreateSerializer, responses={201: ClusterSerializer})
     def post(self, request: Request) -> Response:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -15,6 +16,7 @@ from django.db import connection
 from django.db.models import Count, Q, QuerySet
 from django.utils.translation import gettext as _
 
+from clusters.capacity import NodeCapacity, node_capacity
 from clusters.kueue import (
     ADMISSION_KUEUE,
     ADMISSION_NONE,
@@ -25,7 +27,8 @@ from clusters.kueue import (
 )
 from clusters.labels import parse_selector_text, selector_problems, unparseable_problem
 from clusters.models import Cluster, ClusterJob, KueueQueues, Node
-from clusters.types import DEVICE_PREFIX
+from clusters.podrequests import format_units
+from clusters.types import DEVICE_PREFIX, GPU_RESOURCE
 from rlark_site.foundation.exceptions import ApplicationError, NotFoundError
 from rlark_site.foundation.findings import Finding
 from rlark_site.foundation.rawsql import jsonb
@@ -161,9 +164,10 @@ def node_list(
     """The global inventory, optionally narrowed to one cluster and to label conditions.
 
     Label conditions use JSONB containment (`labels @> {...}`), answered by the GIN index.
+    Each node comes with its cluster and its occupancy row (`node_capacity_of`).
     An unknown cluster name is an `ApplicationError` (400), not an empty list.
     """
-    nodes = Node.objects.select_related("cluster").order_by("cluster__name", "name")
+    nodes = Node.objects.select_related("cluster", "occupancy").order_by("cluster__name", "name")
     if cluster:
         if not Cluster.objects.filter(name=cluster).exists():
             raise ApplicationError(_("No cluster named %(name)s.") % {"name": cluster})
@@ -173,6 +177,103 @@ def node_list(
     if not include_gone:
         nodes = nodes.filter(gone=False)
     return _readable(user, nodes)
+
+
+# -- Free capacity (SPEC 15) --------------------------------------------------------------------
+
+
+def node_capacity_of(node: Node) -> NodeCapacity:
+    """A node's allocatable, requested and free (`clusters.capacity`), from its row, its
+    occupancy row and its cluster (select both with the node, as `node_list` does). A gone
+    node, a node without an occupancy row and a node of a cluster never counted have an
+    unknown occupancy."""
+    occupancy = getattr(node, "occupancy", None)  # no row: RelatedObjectDoesNotExist
+    counted = (occupancy is not None and not node.gone
+               and node.cluster.occupancy_as_of is not None)
+    requested = occupancy.requested if counted and occupancy is not None else None
+    return node_capacity(
+        gpu=node.gpu, devices=node.devices if isinstance(node.devices, dict) else {},
+        cpu_milli=node.cpu_milli, memory_bytes=node.memory_bytes, pods=node.pods,
+        requested=requested if isinstance(requested, dict) else None)
+
+
+# `NodeCapacity.free` of a GPU or device count in SQL, for sums over many nodes: allocatable
+# less the stored `requested` entry, never below 0. The entry is a whole count as RLark writes
+# it (a plain integer); anything else counts as nothing requested, as
+# `clusters.capacity.requested_units` leaves it out. Format with `allocatable` and `requested`
+# (SQL expressions: a bigint, the entry's text).
+FREE_COUNT_SQL = ("GREATEST(0, {allocatable} - CASE WHEN {requested} ~ '^[0-9]{{1,18}}$' "
+                  "THEN ({requested})::bigint ELSE 0 END)")
+# Per cluster and GPU / rlinf.io/* resource: the allocatable of its present nodes, and the free
+# amount (`NodeCapacity.free`: allocatable - requested, never below 0) of its ready nodes that
+# the last good occupancy pass counted. One scan of the clusters' nodes.
+_CLUSTER_CAPACITY_SQL = f"""
+SELECT n.cluster_id, a.resource, sum(a.amount)::text,
+    coalesce(sum({FREE_COUNT_SQL.format(allocatable="a.amount",
+                                        requested="(o.requested ->> a.resource)")})
+             FILTER (WHERE n.ready AND o.node_id IS NOT NULL), 0)::text
+FROM clusters_node n
+LEFT JOIN clusters_nodeoccupancy o ON o.node_id = n.id
+CROSS JOIN LATERAL (
+    SELECT %s::text, n.gpu::bigint WHERE n.gpu IS NOT NULL
+    UNION ALL
+    SELECT d.key, d.value::bigint FROM jsonb_each_text(
+        CASE WHEN jsonb_typeof(n.devices) = 'object' THEN n.devices ELSE '{{}}'::jsonb END
+    ) AS d(key, value)
+    WHERE d.key LIKE %s AND d.value ~ '^[0-9]{{1,18}}$'
+) AS a(resource, amount)
+WHERE n.cluster_id = ANY(%s) AND NOT n.gone
+GROUP BY n.cluster_id, a.resource
+ORDER BY n.cluster_id, a.resource <> %s, a.resource
+"""  # noqa: S608  (fixed fragments; values are parameters)
+
+
+@dataclass(frozen=True)
+class ResourceTotal:
+    """One GPU or device resource of a cluster: the allocatable of its present nodes and the
+    free amount of its ready ones, as quantity strings (`free` None: never counted)."""
+
+    resource: str
+    allocatable: str
+    free: str | None
+
+    def as_dict(self) -> dict[str, str | None]:
+        return {"allocatable": self.allocatable, "free": self.free}
+
+
+@dataclass(frozen=True)
+class ClusterCapacity:
+    """A cluster's GPU and device totals (GPUs first, then rlinf.io/* by name) and the time of
+    the occupancy they use (`as_of` None: never counted, every `free` is None)."""
+
+    as_of: datetime | None = None
+    resources: tuple[ResourceTotal, ...] = ()
+
+    @property
+    def gpu(self) -> ResourceTotal | None:
+        return next((r for r in self.resources if r.resource == GPU_RESOURCE), None)
+
+    @property
+    def devices(self) -> tuple[ResourceTotal, ...]:
+        return tuple(r for r in self.resources if r.resource != GPU_RESOURCE)
+
+
+def cluster_capacity(clusters: Sequence[Cluster]) -> dict[int, ClusterCapacity]:
+    """`ClusterCapacity` of each of `clusters`, by id (one query, however many)."""
+    if not clusters:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(_CLUSTER_CAPACITY_SQL, [GPU_RESOURCE, f"{DEVICE_PREFIX}%",
+                                               [c.id for c in clusters], GPU_RESOURCE])
+        rows = cursor.fetchall()
+    totals: dict[int, list[ResourceTotal]] = {}
+    counted = {c.id for c in clusters if c.occupancy_as_of is not None}
+    for cluster_id, resource, allocatable, free in rows:
+        totals.setdefault(cluster_id, []).append(ResourceTotal(
+            resource=str(resource), allocatable=format_units(str(resource), int(allocatable)),
+            free=format_units(str(resource), int(free)) if cluster_id in counted else None))
+    return {c.id: ClusterCapacity(as_of=c.occupancy_as_of, resources=tuple(totals.get(c.id, ())))
+            for c in clusters}
 
 
 # -- Kueue queues (SPEC 15) ----------------------------------------------------------------------

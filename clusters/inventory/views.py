@@ -6,6 +6,8 @@ off and ask for a poll now. Credentials are never rendered back.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -23,10 +25,12 @@ from clusters.inventory.forms import (
     NodeFilterForm,
 )
 from clusters.inventory.selectors import (
+    cluster_capacity,
     cluster_get,
     cluster_jobs,
     cluster_list,
     cluster_queues_answer,
+    node_capacity_of,
     node_list,
 )
 from clusters.inventory.services import (
@@ -36,6 +40,7 @@ from clusters.inventory.services import (
     cluster_update,
 )
 from clusters.models import Cluster, Node
+from clusters.types import GPU_RESOURCE
 from rlark_site.foundation.exceptions import ApplicationError
 from rlark_site.foundation.tenancy.access import is_platform_admin, require_platform_admin
 
@@ -66,8 +71,10 @@ def _add_service_errors(form: forms.Form, error: ApplicationError) -> None:
 
 @login_required
 def cluster_list_view(request: HttpRequest) -> HttpResponse:
+    clusters = list(cluster_list(user=request.user))
+    capacity = cluster_capacity(clusters)
     return render(request, "clusters/inventory/cluster_list.html", {
-        "clusters": cluster_list(user=request.user),
+        "rows": [(cluster, capacity[cluster.id]) for cluster in clusters],
         "is_admin": is_platform_admin(request.user),
     })
 
@@ -77,6 +84,7 @@ def cluster_detail_view(request: HttpRequest, name: str) -> HttpResponse:
     cluster = _cluster(request, name)
     return render(request, "clusters/inventory/cluster_detail.html", {
         "cluster": cluster,
+        "capacity": cluster_capacity([cluster])[cluster.id],
         "queues": cluster_queues_answer(user=request.user, cluster=cluster),
         "storage_classes": cluster.storage_classes.order_by("name"),
         "network_domains": cluster.network_domains.order_by("name"),
@@ -205,4 +213,28 @@ def node_list_view(request: HttpRequest) -> HttpResponse:
     page = Paginator(nodes, NODES_PER_PAGE).get_page(request.GET.get("page"))
     return render(request, "clusters/inventory/node_list.html", {
         "form": form, "page": page, "query": query.urlencode(),
+        "rows": [_node_row(node) for node in page],
     })
+
+
+@dataclass(frozen=True)
+class FreeAmount:
+    """What the nodes page shows of one GPU or device resource of a node."""
+
+    resource: str
+    allocatable: int | None  # None: the node does not say
+    free: int | None  # None: not counted (or the allocatable is unknown)
+
+
+def _node_row(node: Node) -> tuple[Node, FreeAmount, list[FreeAmount]]:
+    """A node with its GPUs and each rlinf.io/* device as allocatable and free."""
+    capacity = node_capacity_of(node)
+    free = capacity.free
+
+    def amount(resource: str) -> FreeAmount:
+        allocatable = capacity.allocatable.get(resource)
+        return FreeAmount(resource, allocatable,
+                          free.get(resource) if capacity.counted else None)
+
+    devices = node.devices if isinstance(node.devices, dict) else {}
+    return node, amount(GPU_RESOURCE), [amount(name) for name in sorted(devices)]

@@ -56,10 +56,12 @@ def plain_options(choices: Iterable[Any], chosen: Any) -> SafeString:
 
 @register.simple_tag
 def label_options(select: LabelSelect) -> SafeString:
-    """The options of one label key: ``key=value`` with how many nodes carry it."""
+    """The options of one label key: ``key=value`` with how many nodes carry it and, when
+    known, their free GPUs."""
     key = _esc(select.key)
     options = []
     counted: dict[int, str] = {}  # ngettext costs ~20 us; counts repeat across values
+    free: dict[int, str] = {}
     for option in select.options:
         value = _esc(option.value)
         selected = " selected" if option.selected else ""
@@ -67,6 +69,11 @@ def label_options(select: LabelSelect) -> SafeString:
             counted[option.count] = ngettext("%(n)s node", "%(n)s nodes", option.count) % {
                 "n": option.count}
         nodes = counted[option.count]
+        if option.free_gpu is not None:
+            if option.free_gpu not in free:
+                free[option.free_gpu] = ngettext(
+                    "%(n)s free GPU", "%(n)s free GPUs", option.free_gpu) % {"n": option.free_gpu}
+            nodes = f"{nodes}, {free[option.free_gpu]}"
         options.append(f'<option value="{key}={value}"{selected}>{value} ({nodes})</option>')
     return mark_safe("".join(options))  # noqa: S308 - every value above is escaped
 

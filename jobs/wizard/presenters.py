@@ -173,6 +173,7 @@ class LabelOption:
     value: str
     count: int
     selected: bool
+    free_gpu: int | None = None  # free GPUs of the nodes carrying it (None: unknown, no GPUs)
 
 
 @dataclass(frozen=True)
@@ -343,7 +344,7 @@ def _label_selects(index: int, pairs: list[tuple[str, str]], offer: ClusterOffer
         LabelSelect(
             key=label.key, id=f"role-{index}-label-{n}",
             options=tuple(
-                LabelOption(v.value, v.count, chosen.get(label.key) == v.value)
+                LabelOption(v.value, v.count, chosen.get(label.key) == v.value, v.free_gpu)
                 for v in label.values
             ),
             selected=label.key in chosen,

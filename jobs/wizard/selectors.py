@@ -1,7 +1,8 @@
 """Reads the wizard needs besides the draft itself: what a cluster offers, the team's records.
 
 Every function answers in a fixed number of queries, however many nodes or records exist:
-label pairs come counted from `ClusterLabel`, device names are aggregated in PostgreSQL.
+label pairs come counted from `ClusterLabel` (their free GPUs summed over the cluster's GPU
+nodes in the same query), device names are aggregated in PostgreSQL.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from dataclasses import dataclass
 
 from django.db import connection
 
-from clusters.inventory.selectors import ClusterInventory, cluster_inventory
-from clusters.models import Cluster, ClusterLabel, NetworkDomain
+from clusters.inventory.selectors import FREE_COUNT_SQL, ClusterInventory, cluster_inventory
+from clusters.models import Cluster, NetworkDomain
 from jobs.models import DeploymentParameters, LaunchList, SSHKey
 from rlark_site.foundation.tenancy.models import Team
 
@@ -34,6 +35,9 @@ __all__ = [
 class LabelValue:
     value: str
     count: int  # nodes of the cluster carrying key=value
+    # free GPUs of those nodes (ready ones, as the last occupancy pass counted them); None
+    # when none of them has GPUs or the cluster's occupancy was never counted
+    free_gpu: int | None = None
 
 
 @dataclass(frozen=True)
@@ -58,28 +62,57 @@ class ClusterOffer:
 EMPTY_OFFER = ClusterOffer(name="", labels=(), device_names=(), storage_classes=())
 
 
-def _label_keys(pairs: Iterable[tuple[str, str, int]]) -> tuple[LabelKey, ...]:
-    """(key, value, nodes) rows ordered by key and value, grouped by key."""
+def _label_keys(pairs: Iterable[tuple[str, str, int, int | None]]) -> tuple[LabelKey, ...]:
+    """(key, value, nodes, free GPUs) rows ordered by key and value, grouped by key."""
     grouped: dict[str, list[LabelValue]] = {}
-    for key, value, count in pairs:
-        grouped.setdefault(key, []).append(LabelValue(value, count))
+    for key, value, count, free_gpu in pairs:
+        grouped.setdefault(key, []).append(LabelValue(value, count, free_gpu))
     return tuple(LabelKey(key, tuple(values)) for key, values in grouped.items())
 
 
+# Per key=value pair of one cluster's present GPU nodes: the free GPUs of its ready nodes
+# (`clusters.capacity.NodeCapacity.free`), NULL while the cluster's occupancy was never counted.
+_FREE_GPUS_SQL = f"""
+SELECT kv.key, kv.value, CASE WHEN bool_or(c.occupancy_as_of IS NOT NULL) THEN coalesce(sum(
+    {FREE_COUNT_SQL.format(allocatable="n.gpu", requested="(o.requested ->> 'nvidia.com/gpu')")})
+    FILTER (WHERE n.ready AND o.node_id IS NOT NULL), 0) END AS free
+FROM clusters_cluster c
+JOIN clusters_node n ON n.cluster_id = c.id AND NOT n.gone AND n.gpu > 0
+LEFT JOIN clusters_nodeoccupancy o ON o.node_id = n.id
+CROSS JOIN LATERAL jsonb_each_text(
+    CASE WHEN jsonb_typeof(n.labels) = 'object' THEN n.labels ELSE '{{}}'::jsonb END
+) AS kv(key, value)
+WHERE c.name = %s
+GROUP BY kv.key, kv.value
+"""  # noqa: S608  (fixed fragments; values are parameters)
+# The distinct key=value pairs of the cluster's present nodes, with how many carry each and
+# their free GPUs.
+_LABELS_SQL = f"""
+WITH gpus AS ({_FREE_GPUS_SQL})
+SELECT l.key, l.value, l.nodes, g.free
+FROM clusters_clusterlabel l
+JOIN clusters_cluster c ON c.id = l.cluster_id AND c.name = %s
+LEFT JOIN gpus g ON g.key = l.key AND g.value = l.value
+ORDER BY l.key, l.value
+"""  # noqa: S608  (fixed fragments; values are parameters)
+
+
 def _labels(cluster: str) -> tuple[LabelKey, ...]:
-    # The distinct key=value pairs of the cluster's present nodes, with how many carry each.
-    pairs = ClusterLabel.objects.filter(cluster__name=cluster).order_by("key", "value")
-    return _label_keys(pairs.values_list("key", "value", "nodes"))
+    with connection.cursor() as cursor:
+        cursor.execute(_LABELS_SQL, [cluster, cluster])
+        return _label_keys(cursor.fetchall())
 
 
 # The enabled clusters by name, each once, and the label pairs of one of them (the role's).
-_CHOICES_SQL = """
-SELECT c.name, l.key, l.value, l.nodes
+_CHOICES_SQL = f"""
+WITH gpus AS ({_FREE_GPUS_SQL})
+SELECT c.name, l.key, l.value, l.nodes, g.free
 FROM clusters_cluster c
 LEFT JOIN clusters_clusterlabel l ON l.cluster_id = c.id AND c.name = %s
+LEFT JOIN gpus g ON g.key = l.key AND g.value = l.value
 WHERE c.enabled
 ORDER BY c.name, l.key, l.value
-"""
+"""  # noqa: S608  (fixed fragments; values are parameters)
 
 
 @dataclass(frozen=True)
@@ -92,10 +125,10 @@ def cluster_choices(cluster: str) -> ClusterChoices:
     """The clusters a role can be placed in (enabled ones), by name, and, when `cluster` is one
     of them, the labels its nodes carry (as `cluster_offer` reads them): one query."""
     with connection.cursor() as cursor:
-        cursor.execute(_CHOICES_SQL, [cluster])
+        cursor.execute(_CHOICES_SQL, [cluster, cluster])
         rows = cursor.fetchall()
     names = list(dict.fromkeys(name for name, *_pair in rows))  # ordered by name, each once
-    labels = _label_keys((key, value, count) for _name, key, value, count in rows
+    labels = _label_keys((key, value, count, free) for _name, key, value, count, free in rows
                          if key is not None)
     return ClusterChoices(names=names, labels=labels if cluster in names else None)
 
