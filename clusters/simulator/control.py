@@ -23,6 +23,7 @@ from clusters.simulator.fleet import (
     label_problems,
     node_spec_from_dict,
 )
+from clusters.simulator.gpumetrics import GPU_SCHEMA
 from clusters.simulator.kueuespec import KUEUE_SCHEMA, kueue_problems, kueue_spec_from_dict
 from clusters.simulator.objects import ApiError, now_timestamp
 from clusters.simulator.pods import POD_PHASES, ContainerEnd, PodOverride
@@ -257,6 +258,17 @@ def set_progress(
         total=document.get("total")))
 
 
+def set_pod_gpu(simulator: Simulator, request: Request, cluster: str, namespace: str,
+                pod: str) -> Response:
+    """Set the DCGM gauges of a pod's GPUs on its cluster's `/metrics`: `utilization`
+    (percent, 0-100) and `tensor_active` (ratio, 0-1; null: the exporter exports no profiling
+    metric for it, so readers fall back to utilization). 422 for a bad body, 404 for no such pod."""
+    state = _cluster(simulator, cluster)
+    document = request.json()
+    _require(GPU_SCHEMA, document)
+    return Response(200, state.set_gpu(namespace, pod, document))
+
+
 def _end(document: dict[str, Any] | None) -> ContainerEnd | None:
     if document is None:
         return None
@@ -386,6 +398,7 @@ def build_router() -> Router:
     router.add("POST", _JOB + "/progress", set_progress)
     router.add("PATCH", _POD, patch_pod)
     router.add("POST", _POD + "/log", append_pod_log)
+    router.add("PUT", _POD + "/gpu", set_pod_gpu)
     router.add("GET", _CLUSTER + "/creates", created_bodies)
     router.add("GET", _CLUSTER + "/requests", received_requests)
     router.add("GET", _CLUSTER + "/kueue", get_kueue)

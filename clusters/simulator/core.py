@@ -10,6 +10,7 @@ from typing import Any
 
 from clusters.simulator.controller import reconcile_cluster
 from clusters.simulator.fleet import Fleet
+from clusters.simulator.gpumetrics import render as render_gpu_metrics
 from clusters.simulator.progress import DEFAULT_STEP_SECONDS
 from clusters.simulator.scheduler import Candidate, Usage, reserve
 from clusters.simulator.schema import JobSchema
@@ -45,6 +46,13 @@ class Simulator:
             for key, request in cluster.capacity_holders():
                 reserve(usage, key, request)
         return usage
+
+    def gpu_metrics(self, cluster: str) -> str:
+        """The cluster's DCGM-like `/metrics` text: its nodes' GPUs and the running pods
+        that hold them (a pod of another cluster's Job, through a network domain, included)."""
+        holders = [holder for state in self.clusters.values()
+                   for node_cluster, holder in state.gpu_holders() if node_cluster == cluster]
+        return render_gpu_metrics(cluster, self.clusters[cluster].node_specs(), holders)
 
     def tick(self) -> int:
         """Run one scheduler and controller pass over every cluster; how many Jobs changed."""

@@ -21,6 +21,7 @@ from clusters.simulator.controller import ControllerThread
 from clusters.simulator.core import Simulator
 from clusters.simulator.faults import FaultAction
 from clusters.simulator.fleet import CONTROL_SEGMENT, Fleet
+from clusters.simulator.gpumetrics import CONTENT_TYPE as GPU_METRICS_TYPE
 from clusters.simulator.objects import ApiError, EncodedJSON, failure_status
 from clusters.simulator.progress import DEFAULT_STEP_SECONDS
 from clusters.simulator.routing import Request, Response
@@ -105,6 +106,12 @@ class SimulatorRequestHandler(BaseHTTPRequestHandler):
         simulator = self.server.simulator
         if head == CONTROL_SEGMENT:
             self._write(_respond(lambda: _CONTROL_ROUTER.dispatch(simulator, request)))
+        elif head in simulator.clusters and rest.rstrip("/") == "/metrics" \
+                and request.method == "GET":
+            # The cluster's DCGM-exporter-like GPU gauges, for a Prometheus to scrape: not the
+            # Kubernetes API (no token, no faults).
+            self._write(Response(200, simulator.gpu_metrics(head), headers=[
+                ("Content-Type", GPU_METRICS_TYPE)]))
         elif head in simulator.clusters:
             self._serve_cluster(simulator.clusters[head], request)
         else:
@@ -174,8 +181,10 @@ class SimulatorRequestHandler(BaseHTTPRequestHandler):
             payload, content_type = document.encode(), "text/plain"
         else:
             payload = json.dumps(document).encode()
+        named = {name.lower() for name, _value in response.headers}
         self.send_response(response.code)
-        self.send_header("Content-Type", content_type)
+        if "content-type" not in named:
+            self.send_header("Content-Type", content_type)
         if response.stream is None:
             self.send_header("Content-Length", str(len(payload)))
         else:

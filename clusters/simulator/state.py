@@ -33,6 +33,7 @@ from typing import Any
 from clusters.podrequests import PodSpecError, Requests, pod_requests
 from clusters.simulator.faults import FaultInjector, FaultSpec
 from clusters.simulator.fleet import ClusterSpec, ForeignPodSpec, NodeSpec
+from clusters.simulator.gpumetrics import GpuHolder, GpuSetting, setting_from
 from clusters.simulator.kueue import KueueModel
 from clusters.simulator.kueuespec import KueueSpec
 from clusters.simulator.objects import (
@@ -58,6 +59,7 @@ from clusters.simulator.pods import (
     timed_start_lines,
 )
 from clusters.simulator.progress import DEFAULT_STEP_SECONDS, StepClock, timed_step_lines
+from clusters.types import GPU_RESOURCE
 
 _MAX_SNAPSHOTS = 128
 _REQUEST_LOG_SIZE = 2000
@@ -137,6 +139,7 @@ class ClusterState:
         # Kueue on this cluster (SPEC 15): the fleet file's queues, no Workloads yet.
         self.kueue = KueueModel(self.spec.kueue)
         self._clocks: dict[tuple[str, str], StepClock] = {}
+        self._gpu_settings: dict[tuple[str, str], GpuSetting] = {}
         for pod in self.spec.pods:
             self._put_foreign(pod)
 
@@ -422,6 +425,41 @@ class ClusterState:
                 if not isinstance(request, str):
                     holders.append(((bound.cluster, bound.node), request))
             return holders
+
+    def gpu_holders(self) -> list[tuple[str, GpuHolder]]:
+        """Every running pod that holds GPUs, as (the node's cluster, holder): a Job's pods
+        bound to a node and Running, foreign pods while they exist."""
+        with self.lock:
+            holders = []
+            for kept in self._foreign.values():
+                gpus = kept.request.get(GPU_RESOURCE, 0)
+                if gpus > 0:
+                    key = (kept.spec.namespace, kept.spec.name)
+                    holders.append((self.spec.name, GpuHolder(
+                        node=kept.spec.node, namespace=key[0], pod=key[1], gpus=gpus,
+                        setting=self._gpu_settings.get(key) or GpuSetting())))
+            for (namespace, pod), bound in self._bindings.items():
+                job = self._jobs.get((namespace, bound.job))
+                if job is None or pod_phase(
+                        job, self._pod_overrides.get((namespace, pod))) != "Running":
+                    continue
+                ref = PodRef(job=bound.job, task=bound.task, index=0, template=_template(
+                    job, bound.task))
+                request = self.pod_request(job, ref)
+                gpus = 0 if isinstance(request, str) else request.get(GPU_RESOURCE, 0)
+                if gpus > 0:
+                    holders.append((bound.cluster, GpuHolder(
+                        node=bound.node, namespace=namespace, pod=pod, gpus=gpus,
+                        setting=self._gpu_settings.get((namespace, pod)) or GpuSetting())))
+            return holders
+
+    def set_gpu(self, namespace: str, pod: str, document: Mapping[str, Any]) -> dict[str, Any]:
+        """Set a pod's GPU gauges (a validated `PUT .../gpu` body); 404 for no such pod."""
+        with self.lock:
+            self.get_pod(namespace, pod)
+            key = (namespace, pod)
+            self._gpu_settings[key] = setting_from(document, self._gpu_settings.get(key))
+            return {"namespace": namespace, "pod": pod, **self._gpu_settings[key].as_dict()}
 
     def _force_binding(self, job: Object, ref: PodRef) -> str:
         """The node of a pod whose Job runs without having been scheduled (forced Running

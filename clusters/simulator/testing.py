@@ -209,6 +209,22 @@ class SimulatorHandle(ABC):
         path = self._cluster_path(cluster, "namespaces", namespace, "jobs", name, "progress")
         return dict(self.control("POST", path, body))
 
+    def set_pod_gpu(self, cluster: str, namespace: str, pod: str, **gauges: Any
+                    ) -> dict[str, Any]:
+        """Set a pod's DCGM gauges (`utilization`, `tensor_active`, None for absent)."""
+        path = self._cluster_path(cluster, "namespaces", namespace, "pods", pod, "gpu")
+        return dict(self.control("PUT", path, gauges))
+
+    def metrics(self, cluster: str) -> str:
+        """The cluster's `/metrics` text (the DCGM-like GPU gauges)."""
+        parts = urlsplit(self.base_url)
+        connection = http.client.HTTPConnection(parts.hostname or DEFAULT_HOST, parts.port, 10)
+        try:
+            connection.request("GET", f"/{cluster}/metrics")
+            return connection.getresponse().read().decode()
+        finally:
+            connection.close()
+
     def tick(self) -> int:
         """Run one controller pass now; returns how many Jobs changed."""
         return int(self.control("POST", "tick")["changed"])
