@@ -24,7 +24,7 @@ stop: $(STAMP)
 	$(VENV)/bin/python -m rlark_site.devservices stop
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check . && $(VENV)/bin/lint-imports && $(VENV)/bin/mypy rlark_site clusters jobs
+	$(VENV)/bin/ruff check . && $(VENV)/bin/lint-imports && $(VENV)/bin/mypy rlark_site clusters jobs rlark_cli
 
 bench: $(STAMP)
 	$(VENV)/bin/python -m rlark_site.devservices bench $(BENCH)

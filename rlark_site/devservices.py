@@ -396,7 +396,7 @@ def run_tests(pytest_args: list[str]) -> int:
         ("ruff", [str(bin_dir / "ruff"), "check", "."]),
         ("import contracts", [str(bin_dir / "lint-imports")]),
     ]
-    mypy = [str(bin_dir / "mypy"), "rlark_site", "clusters", "jobs"]
+    mypy = [str(bin_dir / "mypy"), "rlark_site", "clusters", "jobs", "rlark_cli"]
     with services() as env:
         env.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
         for name, cmd in steps:

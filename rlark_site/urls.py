@@ -18,6 +18,7 @@ api_v1: list[URLPattern | URLResolver] = [
     path("auth/tokens/", tenancy_api.TokensView.as_view(), name="api-tokens"),
     path("auth/tokens/<int:token_id>/", tenancy_api.TokenDetailView.as_view(),
          name="api-token-detail"),
+    path("auth/me/", tenancy_api.MeView.as_view(), name="api-me"),
     path("teams/", tenancy_api.TeamsView.as_view(), name="api-teams"),
     path("teams/<slug:slug>/members/", tenancy_api.TeamMembersView.as_view(), name="api-members"),
     path("", include("clusters.api_urls")),

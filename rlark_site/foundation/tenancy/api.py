@@ -18,6 +18,7 @@ from rlark_site.foundation.pagination import BoundedLimitOffsetPagination, pagin
 from rlark_site.foundation.tenancy.access import (
     access_team,
     can_manage_members,
+    is_platform_admin,
     require_platform_admin,
     visible_teams,
 )
@@ -118,6 +119,37 @@ class TokenDetailView(APIView):
     def delete(self, request: Request, token_id: int) -> Response:
         token_revoke(user=request.user, token_id=token_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class MeTeamSerializer(serializers.Serializer):
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    role = serializers.ChoiceField(choices=MemberRole.choices)
+
+
+class MeSerializer(serializers.Serializer):
+    username = serializers.CharField()
+    is_platform_admin = serializers.BooleanField()
+    teams = MeTeamSerializer(many=True, help_text=_("the teams the caller is a member of"))
+    token = TokenSerializer(allow_null=True, help_text=_(
+        "the API token of this request (never its secret); null for a browser session"))
+
+
+class MeView(APIView):
+    """Who the caller is (the CLI's `whoami`): username, teams and roles, the token in use."""
+
+    @extend_schema(responses=MeSerializer)
+    def get(self, request: Request) -> Response:
+        memberships = (Membership.objects.filter(user=request.user)  # type: ignore[misc]
+                       .select_related("team").order_by("team__slug"))
+        token = request.auth if isinstance(request.auth, ApiToken) else None
+        return Response(MeSerializer({
+            "username": request.user.get_username(),
+            "is_platform_admin": is_platform_admin(request.user),
+            "teams": [{"slug": m.team.slug, "name": m.team.name, "role": m.role}
+                      for m in memberships],
+            "token": token,
+        }).data)
 
 
 class TeamSerializer(serializers.ModelSerializer):

@@ -1,0 +1,3 @@
+from rlark_cli.main import main
+
+main()
