@@ -309,6 +309,10 @@ class RunRecord(models.Model):
     # the Job's Workload (`clusters.kueue.AdmissionStatus.as_dict`); {} without Kueue. Not
     # audited: the queue position moves with other teams' jobs.
     admission = models.JSONField(default=dict, blank=True)
+    # What caused the run's failure or stall (SPEC 16): `{tag, evidence, pod, at}`, the earliest
+    # evidence found across every role's captured log tail and pod state and the Head Task's
+    # log read for progress; {} while none is known (jobs.observe.causes).
+    cause = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-frozen_at"]

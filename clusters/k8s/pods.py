@@ -71,6 +71,18 @@ class PodInfo:
     restarts: int
     current: ContainerState
     previous: ContainerState
+    reason: str = ""  # the pod's `status.reason` (`Evicted`, ...)
+    message: str = ""  # the pod's `status.message`
+    disruption: PodCondition | None = None  # its `DisruptionTarget` condition, when True
+
+
+@dataclass(frozen=True)
+class PodCondition:
+    """One condition of a pod: why, what it says, when it last changed."""
+
+    reason: str = ""
+    message: str = ""
+    at: str = ""
 
 
 @dataclass(frozen=True)
@@ -127,6 +139,18 @@ def _container_state(document: Any) -> ContainerState:
     )
 
 
+def _disruption(status: dict[str, Any]) -> PodCondition | None:
+    """The pod's `DisruptionTarget` condition when it is True (the pod is about to go, and
+    why: preemption, eviction, the taint manager, the kubelet)."""
+    for condition in status.get("conditions") or []:
+        if isinstance(condition, dict) and condition.get("type") == "DisruptionTarget" and \
+                condition.get("status") == "True":
+            return PodCondition(reason=str(condition.get("reason") or ""),
+                                message=str(condition.get("message") or ""),
+                                at=str(condition.get("lastTransitionTime") or ""))
+    return None
+
+
 def _main_status(pod: dict[str, Any]) -> dict[str, Any]:
     statuses = [s for s in (pod.get("status") or {}).get("containerStatuses") or []
                 if isinstance(s, dict)]
@@ -151,6 +175,9 @@ def pod_info_from_object(pod: dict[str, Any]) -> PodInfo:
         restarts=int(main.get("restartCount") or 0),
         current=_container_state(main.get("state")),
         previous=_container_state(main.get("lastState")),
+        reason=str(status.get("reason") or ""),
+        message=str(status.get("message") or ""),
+        disruption=_disruption(status),
     )
 
 

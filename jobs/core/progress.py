@@ -55,6 +55,7 @@ __all__ = [
     "progress_settings_problems",
     "rate_per_hour",
     "read_steps",
+    "split_stamp",
 ]
 
 DEFAULT_PATTERN = r"Global Step:\s*(?:\d{1,3}%\|[^|]*\|\s*)?(?P<step>\d+)\s*/\s*(?P<total>\d+)"
@@ -267,7 +268,9 @@ def parse_stamp(text: str) -> datetime | None:
         return None
 
 
-def _stamped(raw: str) -> tuple[datetime | None, str]:
+def split_stamp(raw: str) -> tuple[datetime | None, str]:
+    """A log line read with `timestamps=true` as (its time, the line); (None, raw) when it
+    does not start with a kubelet timestamp."""
     stamp, sep, rest = raw.partition(" ")
     moment = parse_stamp(stamp) if sep else None
     return (moment, rest) if moment is not None else (None, raw)
@@ -289,7 +292,7 @@ def read_steps(text: str, *, pattern: StepPattern, cursor: Cursor,
     at, consumed = cursor.at, cursor.lines
     last_time = at
     for raw in pieces:
-        moment, line = _stamped(raw)
+        moment, line = split_stamp(raw)
         moment = moment or last_time  # a line without a stamp continues the one before
         if moment is None:
             continue
@@ -322,7 +325,7 @@ def _take(reading: Reading, pattern: StepPattern, moment: datetime, line: str) -
 def _incomplete(reading: Reading, pattern: StepPattern, tail: str, *, truncated: bool,
                 last_time: datetime | None) -> None:
     """The answer's last line has no newline: cut by the byte limit, or still being written."""
-    moment, line = _stamped(tail)
+    moment, line = split_stamp(tail)
     moment = moment or last_time
     if moment is None:
         return

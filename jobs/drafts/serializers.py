@@ -26,6 +26,7 @@ from rest_framework.validators import ProhibitSurrogateCharactersValidator
 from clusters.kueue import ADMISSION_STATES
 from jobs.context import Evaluation
 from jobs.models import Job, JobState, Role, SSHKey
+from jobs.observe.serializers import CauseSerializer
 from jobs.progress.selectors import progress_body
 from jobs.progress.serializers import ProgressSerializer
 
@@ -408,17 +409,23 @@ class JobDetailSerializer(JobSummarySerializer):
     links = serializers.SerializerMethodField()
     progress = serializers.SerializerMethodField()
     admission = serializers.SerializerMethodField()
+    cause = serializers.SerializerMethodField()
 
     class Meta(JobSummarySerializer.Meta):
         fields = [*JobSummarySerializer.Meta.fields, "header_role", "roles", "network_domain",
                   "ssh_keys", "run_script", "tensorboard_log_dir",
                   "image_compatibility_confirmed", "launch_list", "deployment_parameters",
                   "cluster", "namespace", "status_reason", "status_message", "admission",
-                  "findings", "has_errors", "links", "progress"]
+                  "findings", "has_errors", "links", "progress", "cause"]
 
     @extend_schema_field(ProgressSerializer)
     def get_progress(self, job: Job) -> dict[str, Any]:
         return progress_body(job.run)
+
+    @extend_schema_field(CauseSerializer(allow_null=True))
+    def get_cause(self, job: Job) -> dict[str, Any] | None:
+        run = job.run
+        return dict(run.cause) if run is not None and run.cause else None
 
     def _evaluation(self) -> Evaluation:
         evaluation: Evaluation = self.context["evaluation"]

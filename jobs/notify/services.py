@@ -48,6 +48,7 @@ from jobs.models import (
     WebhookDelivery,
 )
 from jobs.notify.models import ADMIN_EVENTS, VERIFICATION_EVENTS
+from jobs.observe.causes import cause_label
 from rlark_site.foundation import egress
 from rlark_site.foundation.tenancy.models import Team
 from rlark_site.foundation.validators import validate_webhook_url
@@ -153,10 +154,12 @@ def emit_run_changes(records: Iterable[RunRecord]) -> int:
     if not runs:
         return 0
     stored = (RunRecord.objects.filter(pk__in=runs).order_by()
-              .values_list("pk", "state", "pending_flagged"))
+              .values_list("pk", "state", "pending_flagged", "cause"))
     wanted: list[tuple[str, EventKind, RunRecord, str]] = []
-    for pk, state, flagged in stored:
+    causes: dict[int, dict[str, Any]] = {}
+    for pk, state, flagged, cause in stored:
         record = runs[pk]
+        causes[pk] = cause or {}
         kind = _STATE_EVENTS.get(JobState(state)) if state in JobState.values else None
         if kind is not None:
             wanted.append((f"{kind}:{pk}", kind, record, state))
@@ -172,7 +175,10 @@ def emit_run_changes(records: Iterable[RunRecord]) -> int:
     emitted = 0
     for key, kind, record, state in missing:
         record.team = teams[record.team_id]
-        emitted += emit(kind=kind, record=record, key=key, details={"state": state})
+        details: dict[str, Any] = {"state": state}
+        if kind == EventKind.JOB_FAILED:  # the capture of this pass has offered its cause
+            details["cause"] = causes.get(record.pk) or None
+        emitted += emit(kind=kind, record=record, key=key, details=details)
     return emitted
 
 
@@ -215,6 +221,7 @@ def _message(event: NotificationEvent, pref: NotificationPreference) -> tuple[st
     with translation.override(pref.language or settings.LANGUAGE_CODE):
         context = {"event": event, "kind": EventKind(event.kind).label,
                    "payload": event.payload, "base_url": settings.RLARK_BASE_URL,
+                   "cause_label": cause_label(event.payload.get("cause")),
                    "link": _link(event, admin=pref.user.is_staff)}
         subject = render_to_string(f"jobs/notify/{template}_subject.txt", context).strip()
         body = render_to_string(f"jobs/notify/{template}_body.txt", context)

@@ -33,6 +33,7 @@ from django.utils.translation import gettext as _
 from clusters.k8s import (
     BadRequest,
     Credentials,
+    EventInfo,
     KubeError,
     NotFound,
     PodInfo,
@@ -40,11 +41,20 @@ from clusters.k8s import (
     list_pods,
     read_pod_log,
 )
+from jobs.core.progress import split_stamp
 from jobs.models import RunRecord
 from jobs.observe import conf
-from jobs.observe.classify import AttemptFacts, classify
+from jobs.observe.causes import cause_dict, earliest, offer_causes
+from jobs.observe.classify import (
+    EVICTION_REASONS,
+    PREEMPTION_REASON,
+    AttemptFacts,
+    StateFact,
+    classify,
+    earliest_evidence,
+)
 from jobs.observe.live import record_credentials as live_credentials
-from jobs.observe.models import CaptureReason, PodAttempt
+from jobs.observe.models import CaptureReason, FailureTag, PodAttempt
 from rlark_site.foundation.bulk import upsert
 from rlark_site.foundation.exceptions import ApplicationError
 
@@ -149,19 +159,46 @@ class _OutOfTime(Exception):
     pass
 
 
+@dataclass(frozen=True)
+class _Log:
+    """A container log's kept tail (without the kubelet's timestamps) and each of its lines'
+    time (split at `\\n`, as the kubelet stamps them)."""
+
+    text: str = ""
+    times: tuple[datetime | None, ...] = ()
+
+    @property
+    def lines(self) -> list[str]:
+        return self.text.split("\n")[:len(self.times)]
+
+
+def _unstamped(text: str) -> _Log:
+    """A log read with `timestamps=true` as its tail without the stamps, and the times."""
+    pieces = text.split("\n")
+    ended = pieces[-1] == ""
+    if ended:
+        pieces.pop()
+    pairs = [split_stamp(piece) for piece in pieces]
+    plain = "\n".join(line for _at, line in pairs) + ("\n" if ended and pairs else "")
+    kept = _tail(plain)
+    count = kept.count("\n") + (0 if kept.endswith("\n") or not kept else 1)
+    return _Log(kept, tuple(at for at, _line in pairs[len(pairs) - count:]))
+
+
 def _read_log(credentials: Credentials, namespace: str, pod: str, *, previous: bool,
-              budget: _Budget) -> str:
-    """The end of a container's log ("" when it has none), bounded in lines and bytes."""
+              budget: _Budget) -> _Log:
+    """The end of a container's log (empty when it has none), bounded in lines and bytes,
+    read with timestamps (so each line's time is known) and kept without them."""
     for tail_lines, max_bytes in _LOG_TRIES:
         try:
             log = read_pod_log(credentials=credentials, namespace=namespace, name=pod,
                                tail_lines=tail_lines, previous=previous, max_bytes=max_bytes,
-                               timeout=budget.timeout())
+                               timestamps=True, timeout=budget.timeout())
         except (BadRequest, NotFound):
-            return ""
+            return _Log()
         if not log.truncated:
-            return _tail(log.text)
-    return _tail(log.text)
+            return _unstamped(log.text)
+    return _unstamped(log.text)
 
 
 def _evidence(credentials: Credentials, namespace: str, pod: PodInfo,
@@ -169,27 +206,75 @@ def _evidence(credentials: Credentials, namespace: str, pod: PodInfo,
     """Events and log tails of one pod, classified."""
     current = _read_log(credentials, namespace, pod.name, previous=False, budget=budget)
     previous = _read_log(credentials, namespace, pod.name, previous=True,
-                         budget=budget) if pod.restarts else ""
+                         budget=budget) if pod.restarts else _Log()
     events = list_events(credentials=credentials, namespace=namespace, involved_name=pod.name,
                          involved_kind="Pod", timeout=budget.timeout(), attempts=1)
-    lines = [*previous.splitlines(), *current.splitlines()]
     return {
         "pod_events": [asdict(event) for event in reversed(events)],
-        "log_tail": zlib.compress(current.encode()),
-        "previous_log_tail": zlib.compress(previous.encode()),
+        "log_tail": zlib.compress(current.text.encode()),
+        "previous_log_tail": zlib.compress(previous.text.encode()),
         "logs_captured": True,
-        **_classification(pod, lines),
+        **_classification(pod, previous, current, events),
     }
 
 
-def _classification(pod: PodInfo, lines: Sequence[str]) -> dict[str, Any]:
+def _at(text: str) -> datetime | None:
+    try:
+        return _time(text)
+    except ValueError:
+        return None
+
+
+def pod_state_facts(pod: PodInfo, events: Sequence[EventInfo] = ()) -> list[StateFact]:
+    """What the pod's state and events say happened to it, each with its time: an OOM kill
+    (the container's end), an image that cannot be pulled (the first pull failure event, else
+    the pod's start), an eviction or a preemption (the `DisruptionTarget` condition, the
+    pod's `Evicted` status, the kubelet's `Evicted` or the scheduler's `Preempted` event)."""
+    facts: list[StateFact] = []
+    for container in (pod.previous, pod.current):
+        if container.reason == "OOMKilled":
+            facts.append(StateFact(FailureTag.OOM, "OOMKilled", _at(container.finished_at)))
+    waiting = pod.current.reason
+    if waiting in {"ImagePullBackOff", "ErrImagePull", "InvalidImageName"}:
+        failed = [e for e in events if e.reason in ("Failed", "InspectFailed")]
+        at = min((t for t in (_at(e.first_at) for e in failed) if t), default=None)
+        text = f"{waiting}: {pod.current.message}" if pod.current.message else waiting
+        facts.append(StateFact(FailureTag.IMAGE_PULL, text[:500],
+                               at or _at(pod.started_at) or _at(pod.created_at)))
+    disruption = pod.disruption
+    if disruption is not None and (disruption.reason == PREEMPTION_REASON
+                                   or disruption.reason in EVICTION_REASONS):
+        tag = FailureTag.PREEMPTED if disruption.reason == PREEMPTION_REASON else \
+            FailureTag.EVICTED
+        facts.append(StateFact(tag, (disruption.message or disruption.reason)[:500],
+                               _at(disruption.at)))
+    if pod.reason == "Evicted":
+        facts.append(StateFact(FailureTag.EVICTED, (pod.message or pod.reason)[:500],
+                               (_at(disruption.at) if disruption else None)
+                               or _at(pod.current.finished_at)))
+    for event in events:
+        if event.reason in ("Preempted", "Evicted"):
+            tag = FailureTag.PREEMPTED if event.reason == "Preempted" else FailureTag.EVICTED
+            facts.append(StateFact(tag, (event.message or event.reason)[:500],
+                                   _at(event.first_at)))
+    return facts
+
+
+def _classification(pod: PodInfo, previous: _Log, current: _Log,
+                    events: Sequence[EventInfo] = ()) -> dict[str, Any]:
+    """The attempt's tag and evidence (columns), and its earliest evidence (`_cause`, not a
+    column: the capture offers it as the run's cause)."""
     facts = AttemptFacts(
         phase=pod.phase, reasons=(pod.current.reason, pod.previous.reason),
         exit_codes=(pod.current.exit_code, pod.previous.exit_code), restarts=pod.restarts,
-        lines=lines,
+        lines=[*previous.lines, *current.lines], line_times=(*previous.times, *current.times),
+        states=pod_state_facts(pod, events),
     )
     result = classify(facts)
-    return {"failure_tag": result.tag, "failure_evidence": result.evidence}
+    found = earliest_evidence(facts)
+    return {"failure_tag": result.tag, "failure_evidence": result.evidence,
+            "_cause": None if found is None else cause_dict(found, pod=pod.name,
+                                                            found_at=timezone.now())}
 
 
 @dataclass
@@ -277,16 +362,28 @@ def _capture(credentials: Credentials, namespace: str, items: Sequence[_Pod], *,
             continue
         row = _row(item, now)
         if item.attempt is None or not item.attempt.logs_captured:
-            row.update(_classification(item.pod, ()))
+            row.update(_classification(item.pod, _Log(), _Log()))
             classified.append(row)
         else:
             plain.append(row)
+    causes = _causes([*with_evidence, *classified])
     if with_evidence or classified or plain:
         with transaction.atomic():
             _write(with_evidence, (*_POD_FIELDS, *_EVIDENCE), batch=_EVIDENCE_BATCH)
             _write(classified, (*_POD_FIELDS, *_CLASSIFIED), batch=_BATCH)
             _write(plain, _POD_FIELDS, batch=_BATCH)
+            offer_causes(causes)
     result.written += len(with_evidence) + len(classified) + len(plain)
+
+
+def _causes(rows: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """The earliest cause each run's rows found (taken out of the rows: not a column)."""
+    found: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        cause = row.pop("_cause", None)
+        if cause:
+            found[row["run_record_id"]].append(cause)
+    return {pk: best for pk, causes in found.items() if (best := earliest(causes))}
 
 
 def _items(records: Sequence[RunRecord], pods: Iterable[PodInfo],

@@ -21,6 +21,12 @@ class FailureTag(models.TextChoices):
     CUDA_OOM = "cuda_oom", _("CUDA out of memory")
     NCCL_TIMEOUT = "nccl_timeout", _("NCCL timeout")
     RAY_ACTOR_DIED = "ray_actor_died", _("Ray actor died")
+    NCCL_WATCHDOG = "nccl_watchdog", _("NCCL watchdog stuck")
+    HOST_OOM = "host_oom", _("node low on memory (Ray)")
+    NODE_DEAD = "node_dead", _("Ray node marked dead")
+    ROLLOUT_ENGINE = "rollout_engine", _("rollout engine died")
+    EVICTED = "evicted", _("pod evicted")
+    PREEMPTED = "preempted", _("pod preempted")
     UNKNOWN = "unknown", _("unknown failure")
 
 

@@ -122,13 +122,26 @@ class PodAttemptSerializer(serializers.Serializer[object]):
     previous_reason = serializers.CharField()
     previous_exit_code = serializers.IntegerField(allow_null=True)
     failure_tag = serializers.CharField(
-        help_text="oom, image_pull, crash_loop, cuda_oom, nccl_timeout, ray_actor_died, "
+        help_text="oom, image_pull, crash_loop, cuda_oom, nccl_timeout, nccl_watchdog, "
+                  "host_oom, node_dead, rollout_engine, ray_actor_died, evicted, preempted, "
                   "unknown, or empty (no failure)")
     failure_evidence = serializers.CharField()
     events = serializers.ListField(child=serializers.DictField(), source="pod_events")
     logs_captured = serializers.BooleanField()
     capture_reason = serializers.CharField()
     captured_at = serializers.DateTimeField()
+
+
+class CauseSerializer(serializers.Serializer[object]):
+    """A run's `cause` (SPEC 16): the earliest evidence across its roles' captured log tails,
+    pod states and the Head Task's log."""
+
+    tag = serializers.CharField(
+        help_text="nccl_timeout, nccl_watchdog, cuda_oom, host_oom, oom, ray_actor_died, "
+                  "node_dead, rollout_engine, image_pull, evicted or preempted")
+    evidence = serializers.CharField(help_text="the log line or pod state that says so")
+    pod = serializers.CharField()
+    at = serializers.DateTimeField(help_text="when the evidence was written (UTC)")
 
 
 class PodAttemptRowSerializer(serializers.Serializer[object]):

@@ -56,6 +56,7 @@ from jobs.models import (
     StatusChange,
 )
 from jobs.notify.services import emit
+from jobs.observe.causes import found_in_stamped_log, offer_causes
 from jobs.progress import conf
 from rlark_site.foundation.bulk import upsert
 
@@ -97,14 +98,17 @@ class _Run:
     episode: StallEpisode | None
     fresh: bool = False  # no RunProgress row yet
     log: PodLog | None = None
+    cause: dict[str, Any] | None = None  # the first line of this read naming a cause
     failed: bool = False
     changed: set[str] = field(default_factory=set)
 
 
 def stall_cause(record_id: int) -> dict[str, Any]:
-    """What caused a stall, when known: SPEC 16's `cause` ({tag, evidence, pod, at}). Empty for
-    now: the failure-cause classification across roles fills it (issue #22, causes)."""
-    return {}
+    """What caused a stall, when known: the run's `cause` ({tag, evidence, pod, at}, SPEC 16)
+    as stored now: the earliest evidence of the pods captured so far (a role that restarted
+    or ended) and of the Head Task's log read by this pass (`jobs.observe.causes`)."""
+    cause = RunRecord.objects.filter(pk=record_id).values_list("cause", flat=True).first()
+    return dict(cause) if cause else {}
 
 
 def clusters_with_running_runs() -> list[str]:
@@ -246,6 +250,7 @@ def _process(run: _Run) -> int:
     except ValueError as exc:
         _set(run, "read_error", str(exc)[:500])
         return 0
+    run.cause = found_in_stamped_log(run.log.text, pod=run.progress.pod, found_at=timezone.now())
     reading = read_steps(run.log.text, pattern=pattern,
                          cursor=Cursor(run.progress.cursor_at, run.progress.cursor_lines),
                          truncated=run.log.truncated)
@@ -386,6 +391,7 @@ def read_cluster_progress(*, cluster: str, now: datetime | None = None) -> Progr
     steps = sum(_process(run) for run in readable)
     with transaction.atomic():
         _write(runs)
+        offer_causes({run.pk: run.cause for run in readable if run.cause})
         outcome = _decide(runs, now)
     read = [run for run in readable if run.log is not None]
     return ProgressReport(

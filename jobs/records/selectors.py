@@ -395,6 +395,7 @@ def run_record_chain(record: RunRecord) -> dict[str, Any]:
         "status_history": children.status_history,
         "first_run_checks": children.first_run_checks,
         "progress": progress_body(record),
+        "cause": record.cause or None,
         "audit_events": events_as_dicts(events),
     }
 

@@ -24,6 +24,7 @@ from jobs.core.progress import (
 )
 from jobs.models import ConfirmationState, DeploymentParameters, LaunchList
 from jobs.observe.patterns import PATTERN_MAX, pattern_problem
+from jobs.observe.serializers import CauseSerializer
 from jobs.progress.serializers import ProgressSerializer
 from jobs.records.confirmation import ConfirmationStatus, confirmation_status
 from rlark_site.foundation.limits import (
@@ -441,6 +442,7 @@ class RunRecordChainSerializer(serializers.Serializer):
     status_history = StatusChangeSerializer(many=True)
     first_run_checks = FirstRunCheckSerializer(many=True)
     progress = ProgressSerializer()
+    cause = CauseSerializer(allow_null=True)
     audit_events = AuditEventSerializer(many=True)
 
 

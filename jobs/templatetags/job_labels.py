@@ -58,3 +58,11 @@ def stored_message(message: str) -> str:
 @register.filter
 def answers_in_order(troubleshooting: Mapping[str, Any] | None) -> list[ChecklistAnswer]:
     return checklist_answers(troubleshooting or {})
+
+
+@register.filter
+def cause_label(cause: Mapping[str, Any] | None) -> str:
+    """A run's cause tag (SPEC 16) by its name in the page's language."""
+    from jobs.observe.causes import cause_label as label
+
+    return label(cause)

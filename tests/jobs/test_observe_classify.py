@@ -42,10 +42,11 @@ def test_each_tag(given: AttemptFacts, tag: FailureTag) -> None:
     assert classify(given).tag == tag
 
 
-def test_the_newest_matching_line_decides_and_is_the_evidence() -> None:
+def test_the_oldest_matching_line_decides_and_is_the_evidence() -> None:
+    """SPEC 16: the first error is the cause; what follows is RLinf's teardown."""
     lines = ["NCCL WARN timeout on rank 1", "later: CUDA out of memory on rank 0"]
     assert classify(facts(lines=lines)) == Classification(
-        FailureTag.CUDA_OOM, "later: CUDA out of memory on rank 0")
+        FailureTag.NCCL_TIMEOUT, "NCCL WARN timeout on rank 1")
 
 
 def test_a_crash_loop_with_a_cuda_line_is_the_cuda_oom() -> None:
