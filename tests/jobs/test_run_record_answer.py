@@ -144,6 +144,7 @@ def oracle_chain(record: RunRecord) -> Any:
             **progress_settings(record.launch_list_snapshot.get("progress")).as_dict(),
             "episodes": [],
         },
+        "cause": record.cause or None,  # SPEC 16: none found yet
         "audit_events": events_as_dicts(events),
     }
     return json.loads(JSONRenderer().render(chain))
