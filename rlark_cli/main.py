@@ -636,9 +636,18 @@ def record(state: State, name: str, fmt: str) -> int:
                 lambda: client.request("GET", f"run-records/{q(name)}/").data)
 
     def table(d: dict[str, Any]) -> str:
-        keys = ["job_name", "team", "state", "cluster", "namespace", "submitted_at",
-                "finished_at", "manifest_sha256", "cause"]
-        return output.pairs([(k, d.get(k)) for k in keys if k in d])
+        job = d.get("job") or {}
+        manifest = d.get("manifest") or {}
+        submission = d.get("submission") or {}
+        items: list[tuple[str, Any]] = [(k, job.get(k)) for k in (
+            "name", "team", "state", "cluster", "namespace", "submitted_at", "status_reason")]
+        items += [("submission", submission.get("state")),
+                  ("manifest sha256", manifest.get("sha256")),
+                  ("frozen", f"{manifest.get('frozen_at')} by {manifest.get('frozen_by')}"),
+                  ("launch list", (d.get("launch_list") or {}).get("title")),
+                  ("parameters", (d.get("deployment_parameters") or {}).get("title")),
+                  ("status changes", len(d.get("status_history") or []))]
+        return output.pairs(items)
 
     output.emit(data, fmt, table)
     return errors.OK
