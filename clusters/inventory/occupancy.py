@@ -23,6 +23,10 @@ from clusters.podrequests import PODS, effective_requests, format_units
 
 MAX_AMOUNT = 2**63 - 1
 """The largest total a node may carry (Kubernetes' scheduler keeps them as int64)."""
+MAX_RESOURCES = 64
+"""The most distinct resources one node's pods may request (cpu, memory, pods, GPUs and a
+site's few `rlinf.io/*` devices): more is a broken or hostile answer, and would grow the
+tally (and the stored row) with every new name."""
 
 
 class OccupancyProblem(ValueError):
@@ -33,7 +37,8 @@ class OccupancyProblem(ValueError):
 class Tally:
     """Per node of the listing (by name): the summed requests of its pods and `pods`, their
     count; `pods` in all, and the pods of nodes outside the node listing or listed twice
-    (not counted)."""
+    (not counted). Besides one small mapping per node it keeps each pod's uid (to skip a pod
+    listed twice): the listing's `max_pods` bounds them."""
 
     nodes: dict[str, dict[str, int]]
     pods: int = 0
@@ -55,6 +60,9 @@ class Tally:
             counted[resource] = counted.get(resource, 0) + amount
         counted[PODS] = counted.get(PODS, 0) + 1
         self.pods += 1
+        if len(counted) > MAX_RESOURCES:
+            raise OccupancyProblem(
+                f"node {pod.node}: the pods request more than {MAX_RESOURCES} distinct resources")
 
     def check(self) -> None:
         """Raise `OccupancyProblem` for a node whose totals leave the int64 range."""

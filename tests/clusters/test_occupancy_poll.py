@@ -266,6 +266,11 @@ HOSTILE: list[tuple[str, PodAnswer, str]] = [
     ("totals beyond int64", _answer(_list(*[_pod(f"m{i}", containers=[
         {"resources": {"requests": {"memory": "8Ei"}}}]) for i in range(3)])),
      "requests add up beyond 2^63"),
+    ("1e30 GPUs on one pod", _answer(_list(_pod("g", containers=[
+        {"resources": {"requests": {GPU: "1e30"}}}]))), "'1e30' is too large"),
+    ("a hundred distinct devices on one node", _answer(_list(*[_pod(f"d{i}", containers=[
+        {"resources": {"requests": {f"rlinf.io/d{i}-{j}": "1" for j in range(10)}}}])
+        for i in range(10)])), "more than 64 distinct resources"),
     ("nodeName not a string", _answer(_list(_pod("n", node=7))), "spec.nodeName is not a string"),
     ("endless continue tokens", _endless, "more than 5 pages"),
     ("more pods than allowed", _many, "more than 50 pods"),
@@ -359,3 +364,119 @@ def test_occupancy_rows_have_no_audit_table_while_nodes_do() -> None:
 
     assert "clusters.Node" in tracked
     assert "clusters.NodeOccupancy" not in tracked
+
+
+def test_pods_with_missing_fields_count_what_they_carry(hand_made: _HandMade) -> None:
+    bare = {"spec": {"nodeName": "h-1"}}  # no metadata, no status, no containers
+    hand_made.pods = _answer(_list(
+        bare,
+        {"metadata": {"name": "no-resources", "namespace": "x"},
+         "spec": {"nodeName": "h-1", "containers": [{"name": "main"}]}},
+        _pod("null-requests", containers=[{"resources": {"requests": None}}]),
+        _pod("no-phase", node="h-2") | {"status": {}},
+        {**_pod("other", node="h-2"), "metadata": {"name": "other"}},  # no namespace, no uid
+    ))
+    host, port = hand_made.server_address[:2]
+    cluster = _register(f"http://{host!s}:{port}")
+
+    result = poll_cluster(cluster_id=cluster.id)
+
+    cluster.refresh_from_db()
+    assert (result.outcome, cluster.occupancy_error, result.stats.pods) == (PollOutcome.OK, "", 5)
+    assert _occupancy(cluster) == {"h-1": {"pods": "3"}, "h-2": {GPU: "4", "pods": "2"}}
+
+
+def test_pods_on_unknown_nodes_are_not_counted_and_make_no_row(hand_made: _HandMade) -> None:
+    hand_made.pods = _answer(_list(_pod("here"), *[_pod(f"away-{i}", node=f"ghost-{i}")
+                                                    for i in range(40)]))
+    host, port = hand_made.server_address[:2]
+    cluster = _register(f"http://{host!s}:{port}")
+
+    result = poll_cluster(cluster_id=cluster.id)
+
+    assert (result.stats.pods, result.stats.occupancy_written) == (1, 2)
+    assert _occupancy(cluster) == {"h-1": {GPU: "2", "pods": "1"}, "h-2": {}}
+    assert Node.objects.filter(cluster=cluster).count() == 2
+
+
+def test_a_listing_of_millions_stops_reading_at_the_bound(hand_made: _HandMade,
+                                                         settings: Any) -> None:
+    """A server that claims a million pods (and would serve them page after page) is read
+    only up to RLARK_OCCUPANCY_MAX_PODS: the poll stops, says so and keeps the last good
+    occupancy."""
+    settings.RLARK_INVENTORY_PAGE_SIZE = 100
+    settings.RLARK_OCCUPANCY_MAX_PODS = 1000
+    host, port = hand_made.server_address[:2]
+    cluster = _register(f"http://{host!s}:{port}")
+    poll_cluster(cluster_id=cluster.id)
+    good = _occupancy(cluster)
+    served: list[int] = []
+
+    def millions(query: dict[str, str]) -> tuple[int, bytes]:
+        start = int(query.get("continue") or 0)
+        served.append(start)
+        items = [_pod(f"p-{start + i}", node=f"h-{1 + i % 2}") for i in range(100)]
+        page = {"kind": "PodList", "metadata": {"continue": str(start + 100),
+                                                "remainingItemCount": 1_000_000 - start},
+                "items": items}
+        return 200, json.dumps(page).encode()
+
+    hand_made.pods = millions
+    result = poll_cluster(cluster_id=cluster.id)
+
+    cluster.refresh_from_db()
+    assert result.outcome == PollOutcome.OK
+    assert "more than 1000 pods" in cluster.occupancy_error
+    assert len(served) == 11  # ten pages of 100, the eleventh passes the bound
+    assert _occupancy(cluster) == good
+
+
+def test_the_tally_keeps_no_pod_bodies_however_many_pods() -> None:
+    """50,000 pods across 100 pages on 100 nodes: the tally holds per-node totals and the
+    pods' uids, far less than the pods themselves (each BoundPod is dropped once counted)."""
+    import tracemalloc
+
+    from clusters.inventory.occupancy import tally
+    from clusters.podrequests import PodResources
+
+    resources = PodResources(containers=({GPU: 10**9, "cpu": 10**8},))
+
+    def pages() -> Iterator[list[k8s.BoundPod]]:
+        for page in range(100):
+            yield [k8s.BoundPod(node=f"n-{i % 100}", namespace="x", name=f"p-{page}-{i}",
+                                uid=f"{page:04d}-{i:04d}-uid", phase="Running",
+                                labels={"app": "a" * 200}, resources=resources)
+                   for i in range(500)]
+
+    tracemalloc.start()
+    try:
+        counted = tally(pages(), nodes=[f"n-{i}" for i in range(100)])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+    assert counted.pods == 50_000
+    assert counted.nodes["n-0"] == {GPU: 500, "cpu": 50_000, "pods": 500}
+    assert peak < 12 * 1024 * 1024  # uids and one page: 5.4 MB; holding the pods: 24 MB
+
+
+def test_churn_that_leaves_a_nodes_totals_unchanged_writes_nothing(
+    sim: InProcessSimulator,
+) -> None:
+    """One pod ends and another with the same requests starts on the same node between two
+    polls: the node's totals are the same, so no row is written and no audit event made."""
+    cluster = _register(sim.cluster_url("occ"))
+    sim.add_pod("occ", "first", node="o-gpu-2", requests={GPU: 2, "cpu": "1"})
+    poll_cluster(cluster_id=cluster.id)
+    events = Events.objects.count()
+    before = _occupancy(cluster)
+
+    sim.remove_pod("occ", "first")
+    sim.add_pod("occ", "second", node="o-gpu-2", requests={GPU: 2, "cpu": "1"})
+    with CaptureQueriesContext(connection) as queries:
+        result = poll_cluster(cluster_id=cluster.id)
+
+    assert (result.stats.pods, result.stats.occupancy_written) == (2, 0)
+    assert _occupancy_writes(queries) == []
+    assert _occupancy(cluster) == before
+    assert Events.objects.count() == events
