@@ -25,6 +25,8 @@ from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
 from clusters.kueue import ADMISSION_STATES
 from jobs.context import Evaluation
+from jobs.gpu.selectors import gpu_body
+from jobs.gpu.serializers import GpuSerializer
 from jobs.models import Job, JobState, Role, SSHKey
 from jobs.observe.serializers import CauseSerializer
 from jobs.progress.selectors import progress_body
@@ -408,6 +410,7 @@ class JobDetailSerializer(JobSummarySerializer):
     has_errors = serializers.SerializerMethodField()
     links = serializers.SerializerMethodField()
     progress = serializers.SerializerMethodField()
+    gpu = serializers.SerializerMethodField()
     admission = serializers.SerializerMethodField()
     cause = serializers.SerializerMethodField()
 
@@ -416,7 +419,7 @@ class JobDetailSerializer(JobSummarySerializer):
                   "ssh_keys", "run_script", "tensorboard_log_dir",
                   "image_compatibility_confirmed", "launch_list", "deployment_parameters",
                   "cluster", "namespace", "status_reason", "status_message", "admission",
-                  "findings", "has_errors", "links", "progress", "cause"]
+                  "findings", "has_errors", "links", "progress", "cause", "gpu"]
 
     @extend_schema_field(ProgressSerializer)
     def get_progress(self, job: Job) -> dict[str, Any]:
@@ -426,6 +429,10 @@ class JobDetailSerializer(JobSummarySerializer):
     def get_cause(self, job: Job) -> dict[str, Any] | None:
         run = job.run
         return dict(run.cause) if run is not None and run.cause else None
+
+    @extend_schema_field(GpuSerializer)
+    def get_gpu(self, job: Job) -> dict[str, Any]:
+        return gpu_body(job.run)
 
     def _evaluation(self) -> Evaluation:
         evaluation: Evaluation = self.context["evaluation"]

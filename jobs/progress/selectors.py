@@ -11,10 +11,11 @@ from django.db.models import Exists, OuterRef
 from jobs.core.progress import progress_settings, rate_per_hour
 from jobs.models import JobState, RunProgress, RunRecord, StallEpisode
 
-__all__ = ["episodes_body", "progress_body", "progress_view", "stalled_jobs"]
+__all__ = ["episodes_body", "iso", "progress_body", "progress_view", "stalled_jobs"]
 
 
-def _iso(moment: datetime | None) -> str | None:
+def iso(moment: datetime | None) -> str | None:
+    """An aware time as ISO 8601 in UTC with a `Z` (None stays None)."""
     if moment is None:
         return None
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
@@ -43,11 +44,11 @@ def stalled_jobs() -> Exists:
 def episodes_body(record: RunRecord) -> list[dict[str, Any]]:
     """Every stall episode of the run, oldest first (the GPU-hours split reads these)."""
     return [{
-        "number": e.number, "started_at": _iso(e.started_at),
-        "last_progress_at": _iso(e.last_progress_at), "detected_at": _iso(e.detected_at),
-        "ended_at": _iso(e.ended_at), "end": e.end or None, "step": e.step,
+        "number": e.number, "started_at": iso(e.started_at),
+        "last_progress_at": iso(e.last_progress_at), "detected_at": iso(e.detected_at),
+        "ended_at": iso(e.ended_at), "end": e.end or None, "step": e.step,
         "recovered_step": e.recovered_step, "stall_after_seconds": e.stall_after_seconds,
-        "cancel_requested_at": _iso(e.cancel_requested_at), "cause": e.cause or None,
+        "cancel_requested_at": iso(e.cancel_requested_at), "cause": e.cause or None,
     } for e in record.stall_episodes.order_by("number")]
 
 
@@ -93,11 +94,11 @@ def progress_view(record: RunRecord | None) -> tuple[dict[str, Any], list[list[i
     eta = None
     if rate and total is not None and step is not None and not stalled and \
             record.state == JobState.RUNNING and progress.last_step_at is not None:
-        eta = _iso(progress.last_step_at + timedelta(hours=(total - step) / rate))
+        eta = iso(progress.last_step_at + timedelta(hours=(total - step) / rate))
     body.update(
         step=step, total=total,
         percent=round(min(100.0, step / total * 100), 1) if step is not None and total else None,
-        first_step_at=_iso(progress.first_step_at), last_step_at=_iso(progress.last_step_at),
+        first_step_at=iso(progress.first_step_at), last_step_at=iso(progress.last_step_at),
         steps_per_hour=rate, eta=eta, restarts=progress.restarts,
         points=[[_from_unix(t), s] for t, s in points])
     return body, points

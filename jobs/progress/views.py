@@ -13,6 +13,8 @@ from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 
+from jobs.gpu import conf as gpu_conf
+from jobs.gpu.selectors import gpu_body
 from jobs.models import JobState
 from jobs.observe import conf as observe_conf
 from jobs.progress.chart import progress_svg
@@ -41,7 +43,16 @@ def run_progress(request: HttpRequest, name: str) -> HttpResponse:
     record = run_record_get_for_user(request.user, name)
     body, points = progress_view(record)
     summary = _summary(body)
+    gpu = gpu_body(record)
     context = {
+        "gpu": gpu, "gpu_shown": bool(gpu_conf.prometheus_url()) or gpu["checked_at"] is not None,
+        "idle_since": parse_datetime(str(gpu["idle_since"] or "")),
+        "as_of": parse_datetime(str(gpu["as_of"] or "")),
+        "tensor_percent": None if gpu["tensor_active"] is None
+        else round(gpu["tensor_active"] * 100, 1),
+        "threshold_percent": round(gpu["threshold"] * 100, 1),
+        "window_minutes": round(gpu["window_seconds"] / 60, 1),
+        "idle_gpu_hours": round(gpu["idle_gpu_seconds"] / 3600, 2),
         "record": record, "progress": body, "summary": summary,
         "last_step_at": parse_datetime(str(body["last_step_at"] or "")),
         "stalled_since": parse_datetime(str(body["stalled_since"] or "")),

@@ -19,6 +19,7 @@ from django.db.models import F, QuerySet
 from django.utils.translation import gettext as _
 
 from clusters.models import Verification, VerificationState
+from jobs.gpu.selectors import gpu_body
 from jobs.models import (
     ConfirmationState,
     DeploymentParameters,
@@ -396,6 +397,7 @@ def run_record_chain(record: RunRecord) -> dict[str, Any]:
         "first_run_checks": children.first_run_checks,
         "progress": progress_body(record),
         "cause": record.cause or None,
+        "gpu": gpu_body(record),
         "audit_events": events_as_dicts(events),
     }
 

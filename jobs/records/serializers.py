@@ -22,6 +22,7 @@ from jobs.core.progress import (
 from jobs.core.progress import (
     pattern_problem as step_pattern_problem,
 )
+from jobs.gpu.serializers import GpuSerializer
 from jobs.models import ConfirmationState, DeploymentParameters, LaunchList
 from jobs.observe.patterns import PATTERN_MAX, pattern_problem
 from jobs.observe.serializers import CauseSerializer
@@ -443,6 +444,7 @@ class RunRecordChainSerializer(serializers.Serializer):
     first_run_checks = FirstRunCheckSerializer(many=True)
     progress = ProgressSerializer()
     cause = CauseSerializer(allow_null=True)
+    gpu = GpuSerializer()
     audit_events = AuditEventSerializer(many=True)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from celery import current_app
+from django.test import Client
 
 from clusters.simulator.testing import InProcessSimulator, run_simulator
 from jobs.gpu.reader import observe_cluster_gpus
@@ -141,7 +142,8 @@ def test_a_busy_run_reads_busy_with_both_metrics(watched: RunRecord, owner: Any,
 
 def test_an_idle_run_fires_job_gpu_idle_once_signed_then_ends_busy(
         watched: RunRecord, demo_simulator: InProcessSimulator, team: Team,
-        receiver: Receiver, django_capture_on_commit_callbacks: Any) -> None:
+        receiver: Receiver, django_capture_on_commit_callbacks: Any, owner: Any,
+        api_client_for: Any) -> None:
     webhook_set(team=team, url=receiver.url, secret=SECRET, enabled=True)
     passes_until(watched, lambda g: g.idle is False)
     # Hung in a collective: the kernels spin at 100 %, the tensor pipe does nothing.
@@ -162,6 +164,20 @@ def test_an_idle_run_fires_job_gpu_idle_once_signed_then_ends_busy(
     assert bodies[0]["event"] == f"job_gpu_idle:{watched.pk}:1"
     assert bodies[0]["metric"] == "tensor_active" and bodies[0]["gpus"] == 8
     assert bodies[0]["window_seconds"] == WINDOW and bodies[0]["threshold"] == 0.05
+
+    api = api_client_for(owner)
+    shown = api.get(f"/api/v1/jobs/{JOB}/").json()["gpu"]
+    assert shown["idle"] is True and shown["metric"] == "tensor_active"
+    assert shown["utilization"] == 100.0 and shown["tensor_active"] == 0.0
+    assert shown["as_of"] and shown["idle_since"] == bodies[0]["idle_since"].replace(
+        "+00:00", "Z")
+    assert [e["number"] for e in shown["episodes"]] == [1]
+    assert api.get(f"/api/v1/run-records/{JOB}/").json()["gpu"]["idle"] is True
+    for language, words in (("en", "GPUs idle"), ("zh-hans", "GPU 空闲")):
+        page = Client(HTTP_ACCEPT_LANGUAGE=language)
+        page.force_login(owner)
+        region = page.get(f"/jobs/records/{JOB}/progress/").content.decode()
+        assert 'id="gpu-idle-badge"' in region and words in region
 
     demo_simulator.set_pod_gpu(CLUSTER, NAMESPACE, HEAD_POD, tensor_active=0.5)
     passes_until(watched, lambda g: g.idle is False)
