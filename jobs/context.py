@@ -6,7 +6,9 @@ The wizard, the API and submission all call `evaluate(job)` (or `spec_from_job` 
 `check_context_for` loads everything in a fixed number of queries: the SSH keys, the
 clusters, the team's verifications, one statement for the rest (whether the name is taken,
 the launch list's images, the deployment parameters with their verifications' states, the
-network domains), plus two per distinct role selector (`clusters.matching`). Nothing it does
+network domains), one for the matched nodes' capacity and occupancy (the pre-flight,
+`clusters.inventory.selectors.matched_capacity`), plus two per distinct role selector
+(`clusters.matching`). Nothing it does
 grows with the number of jobs or nodes stored.
 """
 
@@ -19,7 +21,7 @@ from typing import Any
 from django.db import connection
 from django.utils.translation import gettext
 
-from clusters.inventory.selectors import ClusterInventory, cluster_inventory
+from clusters.inventory.selectors import ClusterInventory, cluster_inventory, matched_capacity
 from clusters.matching import match_many
 from clusters.verifications.selectors import verification_views
 from jobs.core.findings import check, has_errors
@@ -332,9 +334,12 @@ def check_context_for(
         inventory = cluster_inventory_of(spec)
     _lines, unknown = _resolve_ssh_keys([_text(n) for n in ssh_key_names], team_keys)
     world = _read_world(spec, exclude_job_id=exclude_job_id)
+    capacity = matched_capacity(_usable_selector(role) for role in spec.roles)
     return CheckContext(
         clusters=_cluster_facts(inventory),
         matches=_matches(spec),
+        capacity=capacity.nodes,
+        occupancy=capacity.occupancy,
         verifications=_verifications_for(team, _verification_pairs(spec)),
         network_domains=world.network_domains,
         taken_names=frozenset({spec.name}) if world.name_taken else frozenset(),

@@ -6,7 +6,8 @@ only platform admins change them (enforced by the views and the API).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -26,8 +27,9 @@ from clusters.kueue import (
     format_amount,
 )
 from clusters.labels import parse_selector_text, selector_problems, unparseable_problem
-from clusters.models import Cluster, ClusterJob, KueueQueues, Node
+from clusters.models import Cluster, ClusterJob, ClusterState, KueueQueues, Node
 from clusters.podrequests import format_units
+from clusters.preflight import ClusterOccupancy
 from clusters.types import DEVICE_PREFIX, GPU_RESOURCE
 from rlark_site.foundation.exceptions import ApplicationError, NotFoundError
 from rlark_site.foundation.findings import Finding
@@ -106,6 +108,67 @@ def cluster_inventory(clusters: Sequence[str]) -> dict[str, ClusterInventory]:
         )
         for name, namespace, admission, queues, kueue, storage, devices in rows
     }
+
+
+# The allocatable and occupancy of every present node matching any of the selectors (one
+# query for a whole job, however many roles and nodes: the GIN index answers each `@>`), with
+# its cluster's occupancy state.
+_MATCHED_CAPACITY_SQL = """
+SELECT c.name, n.name, n.gpu, n.devices::text, n.cpu_milli, n.memory_bytes, n.pods,
+    o.requested::text, c.state, c.occupancy_as_of
+FROM clusters_node n JOIN clusters_cluster c ON c.id = n.cluster_id
+LEFT JOIN clusters_nodeoccupancy o ON o.node_id = n.id
+WHERE NOT n.gone AND n.labels @> ANY(%s::jsonb[])
+"""
+
+
+@dataclass(frozen=True)
+class MatchedCapacity:
+    """What the pre-flight reads of the matched nodes: each one's capacity by (cluster, node),
+    and each of their clusters' occupancy state."""
+
+    nodes: Mapping[tuple[str, str], NodeCapacity]
+    occupancy: Mapping[str, ClusterOccupancy]
+
+
+def _allocatable_devices(text: str | None, cache: dict[str, dict[str, int | None]]
+                         ) -> dict[str, int | None]:
+    key = text or "{}"
+    if key not in cache:
+        value = json.loads(key)
+        cache[key] = ({str(k): v if isinstance(v, int) else None for k, v in value.items()}
+                      if isinstance(value, dict) else {})
+    return cache[key]
+
+
+def matched_capacity(selectors: Iterable[Mapping[str, str]]) -> MatchedCapacity:
+    """The capacity of every node matching one of `selectors` (empty ones match nothing),
+    in one query."""
+    conditions = sorted({json.dumps(dict(sorted(s.items()))) for s in selectors if s})
+    if not conditions:
+        return MatchedCapacity(nodes={}, occupancy={})
+    with connection.cursor() as cursor:
+        cursor.execute(_MATCHED_CAPACITY_SQL, [conditions])
+        rows = cursor.fetchall()
+    devices_seen: dict[str, dict[str, int | None]] = {}
+    requested_seen: dict[str, dict[str, Any]] = {}
+    nodes: dict[tuple[str, str], NodeCapacity] = {}
+    occupancy: dict[str, ClusterOccupancy] = {}
+    for cluster, name, gpu, devices, cpu, memory, pods, requested, state, as_of in rows:
+        if cluster not in occupancy:
+            occupancy[cluster] = ClusterOccupancy(
+                as_of=as_of.isoformat() if as_of else "",
+                stale=state in (ClusterState.STALE, ClusterState.DISABLED))
+        stored = None
+        if requested is not None:
+            stored = requested_seen.get(requested)
+            if stored is None:
+                loaded = json.loads(requested)
+                stored = requested_seen[requested] = loaded if isinstance(loaded, dict) else {}
+        nodes[(cluster, name)] = node_capacity(
+            gpu=gpu, devices=_allocatable_devices(devices, devices_seen), cpu_milli=cpu,
+            memory_bytes=memory, pods=pods, requested=stored)
+    return MatchedCapacity(nodes=nodes, occupancy=occupancy)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from dataclasses import field as dc_field
 from typing import Any
 
+from clusters.capacity import NodeCapacity
+from clusters.preflight import ClusterOccupancy
 from clusters.types import (
     ClusterFacts,
     MatchedNode,
@@ -184,6 +186,10 @@ class CheckContext:
     launch_list_images: LaunchListImages | None = None
     # The job's deployment parameters (None when none is linked or found).
     parameters: ParametersView | None = None
+    # The pre-flight's inputs (SPEC 15): every matched node's capacity by (cluster, node),
+    # and the occupancy state of their clusters (empty: not read, every verdict `unknown`).
+    capacity: Mapping[tuple[str, str], NodeCapacity] = dc_field(default_factory=dict)
+    occupancy: Mapping[str, ClusterOccupancy] = dc_field(default_factory=dict)
 
     def match_for(self, selector: dict[str, str]) -> SelectorMatch:
         return self.matches.get(selector_key(selector), SelectorMatch(nodes=()))

@@ -24,7 +24,9 @@ from rest_framework import serializers
 from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
 from clusters.kueue import ADMISSION_STATES
+from clusters.preflight import VERDICTS
 from jobs.context import Evaluation
+from jobs.core.findings import preflight
 from jobs.gpu.selectors import gpu_body
 from jobs.gpu.serializers import GpuSerializer
 from jobs.models import Job, JobState, Role, SSHKey
@@ -395,6 +397,44 @@ class AdmissionSerializer(serializers.Serializer):
     position_in_local_queue = serializers.IntegerField(allow_null=True)
 
 
+class CapacityShortSerializer(serializers.Serializer):
+    cluster = serializers.CharField()
+    node = serializers.CharField()
+    resource = serializers.CharField()
+    free = serializers.CharField(help_text="free now (Kubernetes quantity)")
+    allocatable = serializers.CharField()
+    needed = serializers.CharField(help_text="what one worker needs")
+
+
+class CapacityRoleSerializer(serializers.Serializer):
+    role = serializers.CharField(allow_null=True)
+    verdict = serializers.ChoiceField(choices=list(VERDICTS))
+    replicas = serializers.IntegerField(help_text="workers: one per matched node")
+    fits_now = serializers.IntegerField(help_text="matched nodes with room for a worker now")
+    fits_ever = serializers.IntegerField(
+        help_text="matched nodes whose allocatable holds a worker")
+    message = serializers.CharField()
+    short = CapacityShortSerializer(many=True, help_text="the nodes short, at most 50")
+
+
+class CapacityQuotaSerializer(serializers.Serializer):
+    cluster_queue = serializers.CharField()
+    resource = serializers.CharField()
+    unused = serializers.CharField()
+    needed = serializers.CharField()
+
+
+class CapacitySerializer(serializers.Serializer):
+    """The pre-flight (SPEC 15, docs/capacity.md): will the job fit now, queue, never fit?"""
+
+    verdict = serializers.ChoiceField(choices=list(VERDICTS))
+    as_of = serializers.CharField(allow_null=True,
+                                  help_text="the occupancy poll used (the oldest cluster's)")
+    roles = CapacityRoleSerializer(many=True)
+    quota = CapacityQuotaSerializer(many=True,
+                                    help_text="Kueue resources short of unused quota now")
+
+
 class JobDetailSerializer(JobSummarySerializer):
     """A draft as stored, with the engine's findings (context: `evaluation`, `request`)."""
 
@@ -412,6 +452,7 @@ class JobDetailSerializer(JobSummarySerializer):
     progress = serializers.SerializerMethodField()
     gpu = serializers.SerializerMethodField()
     admission = serializers.SerializerMethodField()
+    capacity = serializers.SerializerMethodField()
     cause = serializers.SerializerMethodField()
 
     class Meta(JobSummarySerializer.Meta):
@@ -419,7 +460,7 @@ class JobDetailSerializer(JobSummarySerializer):
                   "ssh_keys", "run_script", "tensorboard_log_dir",
                   "image_compatibility_confirmed", "launch_list", "deployment_parameters",
                   "cluster", "namespace", "status_reason", "status_message", "admission",
-                  "findings", "has_errors", "links", "progress", "cause", "gpu"]
+                  "capacity", "findings", "has_errors", "links", "progress", "cause", "gpu"]
 
     @extend_schema_field(ProgressSerializer)
     def get_progress(self, job: Job) -> dict[str, Any]:
@@ -442,6 +483,11 @@ class JobDetailSerializer(JobSummarySerializer):
     def get_admission(self, job: Job) -> dict[str, Any] | None:
         run = job.run
         return dict(run.admission) if run is not None and run.admission else None
+
+    @extend_schema_field(CapacitySerializer)
+    def get_capacity(self, job: Job) -> dict[str, Any]:
+        evaluation = self._evaluation()
+        return preflight(evaluation.spec, evaluation.ctx)
 
     @extend_schema_field(FindingSerializer(many=True))
     def get_findings(self, job: Job) -> list[dict[str, Any]]:

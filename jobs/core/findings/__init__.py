@@ -4,8 +4,8 @@
 and total: it never raises, whatever the draft holds (wrong types, huge or hostile
 strings). Findings come in a stable order: the job itself, its deployment parameters
 (confirmed, current, describing the job), then each role in order, then the common
-configuration, then admission (Kueue), then the size of what would be rendered. Every code,
-its severity and meaning is listed in docs/findings.md.
+configuration, then admission (Kueue), then capacity (the pre-flight), then the size of what
+would be rendered. Every code, its severity and meaning is listed in docs/findings.md.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 
 from jobs.core.findings.admission import admission_findings
 from jobs.core.findings.base import CheckedRole
+from jobs.core.findings.capacity import capacity_findings, preflight
 from jobs.core.findings.common import MAX_MANIFEST_SCRIPT_BYTES, common_findings, size_findings
 from jobs.core.findings.images import (
     image_findings,
@@ -41,6 +42,7 @@ __all__ = [
     "Finding",
     "check",
     "has_errors",
+    "preflight",
 ]
 
 
@@ -70,5 +72,6 @@ def check(spec: JobSpec, ctx: CheckContext) -> list[Finding]:
         names.append(field_of(role, "name", None))
     findings += common_findings(spec, ctx, roles)
     findings += admission_findings(spec, ctx)
+    findings += capacity_findings(spec, ctx)
     findings += size_findings(spec, ctx, roles)
     return findings

@@ -109,11 +109,42 @@ def admission_findings(spec: JobSpec, ctx: CheckContext) -> Iterator[Finding]:
     yield from _queue_findings(spec, ctx, facts, view, queue, head)
 
 
+def _team_cluster_queue(spec: JobSpec, ctx: CheckContext, view: KueueView, queue: str
+                        ) -> ClusterQueueView | None:
+    local = view.local_queue(job_namespace(spec, ctx), queue)
+    return view.cluster_queue(local.cluster_queue) if local is not None else None
+
+
+def job_cluster_queue(spec: JobSpec, ctx: CheckContext
+                      ) -> tuple[KueueView, ClusterQueueView] | None:
+    """The quota view and the team's ClusterQueue the Job would be admitted through (None
+    without Kueue, a LocalQueue, or a read of the queues)."""
+    header = _header(spec, ctx)
+    if header is None:
+        return None
+    facts = header[1]
+    queue = facts.kueue_queue(as_text(field_of(spec, "team")))
+    view = facts.kueue
+    if queue is None or view is None or not view.as_of:
+        return None
+    cluster_queue = _team_cluster_queue(spec, ctx, view, queue)
+    return (view, cluster_queue) if cluster_queue is not None else None
+
+
+def job_totals(spec: JobSpec, ctx: CheckContext) -> dict[str, Decimal]:
+    """What the whole job asks for as Kueue counts it (every worker of every role)."""
+    totals: dict[str, Decimal] = {}
+    for _index, _role, replicas, requests in _replicas_and_requests(spec, ctx):
+        for resource, amount in requests.items():
+            totals[resource] = totals.get(resource, Decimal(0)) + amount * replicas
+    return totals
+
+
 def _queue_findings(spec: JobSpec, ctx: CheckContext, facts: ClusterFacts, view: KueueView,
                     queue: str, head: int) -> Iterator[Finding]:
     namespace = job_namespace(spec, ctx)
     local = view.local_queue(namespace, queue)
-    cluster_queue = view.cluster_queue(local.cluster_queue) if local is not None else None
+    cluster_queue = _team_cluster_queue(spec, ctx, view, queue)
     if local is None or cluster_queue is None:
         yield new_finding(
             QUEUE_UNKNOWN,
@@ -147,11 +178,7 @@ def quota_findings(spec: JobSpec, ctx: CheckContext, view: KueueView,
     """`admission.exceeds_quota` for every resource the job (or one role) asks more of than the
     ClusterQueue could ever give."""
     rows = _replicas_and_requests(spec, ctx)
-    totals: dict[str, Decimal] = {}
-    for _index, _role, replicas, requests in rows:
-        for resource, amount in requests.items():
-            totals[resource] = totals.get(resource, Decimal(0)) + amount * replicas
-    for resource, total in totals.items():
+    for resource, total in job_totals(spec, ctx).items():
         if total <= 0:
             continue
         flavors = [q.flavor for q in queue.quotas if q.resource == resource]
