@@ -6,4 +6,5 @@ urlpatterns = [
     path("", include("jobs.records.api_urls")),
     path("", include("jobs.observe.api_urls")),
     path("", include("jobs.notify.api_urls")),
+    path("", include("jobs.usage.api_urls")),
 ]

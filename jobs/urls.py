@@ -8,5 +8,6 @@ urlpatterns = [
     path("", include("jobs.records.urls")),
     path("", include("jobs.observe.urls")),
     path("", include("jobs.progress.urls")),
+    path("", include("jobs.usage.urls")),
     path("", include("jobs.help_urls")),
 ]

@@ -55,6 +55,7 @@ NAV: tuple[Group, ...] = (
         Entry("jobs:run-record-lookup", _("Run records")),
         Entry("jobs:launch-lists", _("Launch lists")),
         Entry("jobs:deployment-parameters", _("Deployment parameters")),
+        Entry("jobs:usage", _("GPU-hours")),
     )),
     Group("fleet", _("Fleet"), (
         Entry("clusters:list", _("Clusters")),

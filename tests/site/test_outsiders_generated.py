@@ -130,9 +130,29 @@ def test_the_owner_team_reaches_the_same_urls(foreign: dict[str, Any], outsider:
     assert reached >= len(object_routes()) // 2
 
 
+# Routes that name a team in the query (`?team=<slug>`), not the path: another team's slug is
+# the same 404 as a team that does not exist.
+TEAM_QUERY_ROUTES = ["/api/v1/usage/", "/jobs/usage/", "/jobs/usage/export.csv"]
+
+
+def test_another_teams_slug_in_the_query_is_404(foreign: dict[str, Any], member: Any,
+                                                outsider: Any, api_client_for: Any) -> None:
+    wrong = []
+    for user, expected in ((member, 404), (outsider, 200)):
+        api = api_client_for(user)
+        web = Client()
+        web.force_login(user)
+        for route in TEAM_QUERY_ROUTES:
+            client = api if route.startswith("/api/") else web
+            status = client.get(f"{route}?team={foreign['slug']}").status_code
+            if status != expected:
+                wrong.append(f"{user.username}: GET {route}?team={foreign['slug']} -> {status}")
+    assert not wrong, "\n".join(wrong)
+
+
 HOSTILE = ["a%00b", "a%0D%0Ab", "%7F", "9223372036854775808", "-1", "%C2%B9", "..%2F..", "x" * 300]
 QUERIES = ["team", "state", "limit", "offset", "actor", "job", "model", "page", "q", "name",
-           "cluster"]
+           "cluster", "from", "to", "group_by"]
 
 
 def test_hostile_bytes_in_every_argument_and_query_never_500(foreign: dict[str, Any],

@@ -1,0 +1,167 @@
+"""`GET usage/` on stored timelines worked out by hand: the sums per job, user, day and week,
+tenancy (your teams only; another team's slug is 404; platform admins see every team), the
+window's bounds and validation, and a query count that does not grow with the runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from rest_framework.test import APIClient
+
+from jobs.models import JobState
+from rlark_site.foundation.tenancy.models import Team
+from tests.conftest import make_user
+from tests.jobs.usage_support import stored_run
+
+pytestmark = pytest.mark.django_db
+URL = "/api/v1/usage/"
+WINDOW = "from=2026-11-01&to=2026-11-30"
+
+
+def h(gpu_minutes: float) -> float:
+    return round(gpu_minutes / 60, 3)
+
+
+@pytest.fixture
+def runs(team: Team, other_team: Team, owner: Any, member: Any, outsider: Any) -> None:
+    # Bound at 0, Running at 5, stalled 20-40, succeeded at 60; 8 GPUs (the rollout has none):
+    # partial 8 x 5, stalled 8 x 20, productive 8 x 35 GPU-minutes.
+    stored_run(team=team, user=owner, name="stalling", roles={"Actor": 8, "Rollout": 0},
+               pods=[("actor", 0, 0, 60, "Succeeded"), ("rollout", 0, 0, 60, "Succeeded")],
+               phases=[(0, "Pending"), (5, "Running"), (60, "Succeeded")], stalls=[(20, 40)])
+    # Actor 4 GPUs, rollout 2 x 2 GPUs, Running at 0; rollout-1 fails at 40, the actor at 44,
+    # the Job is seen Failed at 45 with rollout-0 still Running: productive 8 x 40, failed
+    # 4 x 4 + 2 x 5.
+    stored_run(team=team, user=member, name="failing", roles={"Actor": 4, "Rollout": 2},
+               pods=[("actor", 0, 0, 44, "Failed"), ("rollout", 0, 0, None, "Running"),
+                     ("rollout", 1, 0, 40, "Failed")],
+               phases=[(0, "Running"), (45, "Failed")], state=JobState.FAILED)
+    # Another team's run: one GPU for an hour.
+    stored_run(team=other_team, user=outsider, name="theirs", roles={"Actor": 1},
+               pods=[("actor", 0, 0, 60, "Succeeded")],
+               phases=[(0, "Running"), (60, "Succeeded")])
+
+
+def get(client: APIClient, query: str) -> dict[str, Any]:
+    response = client.get(f"{URL}?{query}")
+    assert response.status_code == 200, response.content
+    return dict(response.json())
+
+
+def test_per_job_sums_match_the_hand_computed_timelines(
+        runs: None, member: Any, api_client_for: Callable[[Any], APIClient]) -> None:
+    body = get(api_client_for(member), f"{WINDOW}&group_by=job")
+    assert body["teams"] == ["vision-rl"] and body["runs"] == 2
+    assert body["total"] == {"productive": h(280 + 320), "stalled": h(160), "failed": h(26),
+                             "pending_partial": h(40), "reserved": h(480 + 346), "idle": None}
+    assert body["groups"] == [
+        {"key": "stalling", "team": "vision-rl", "user": "owner", "state": "succeeded",
+         "productive": h(280), "stalled": h(160), "failed": 0.0, "pending_partial": h(40),
+         "reserved": 8.0, "idle": None},
+        {"key": "failing", "team": "vision-rl", "user": "member", "state": "failed",
+         "productive": h(320), "stalled": 0.0, "failed": h(26), "pending_partial": 0.0,
+         "reserved": h(346), "idle": None},
+    ]
+
+
+def test_per_user_day_and_week(runs: None, member: Any,
+                               api_client_for: Callable[[Any], APIClient]) -> None:
+    client = api_client_for(member)
+    users = get(client, f"{WINDOW}&group_by=user")["groups"]
+    assert [(g["key"], g["reserved"]) for g in users] == [("owner", 8.0), ("member", h(346))]
+    days = get(client, f"{WINDOW}&group_by=day")["groups"]
+    assert [(g["key"], g["reserved"]) for g in days] == [("2026-11-02", h(480 + 346))]
+    weeks = get(client, f"{WINDOW}&group_by=week")
+    assert [(g["key"], g["reserved"]) for g in weeks["groups"]] == [("2026-11-02", h(826))]
+    assert (weeks["from"], weeks["to"]) == ("2026-11-01T00:00:00Z", "2026-12-01T00:00:00Z")
+
+
+def test_a_window_cuts_the_runs(runs: None, member: Any,
+                                api_client_for: Callable[[Any], APIClient]) -> None:
+    """10:20-10:30: the stalling run is stalled (8 x 10), the failing one productive (8 x 10)."""
+    body = get(api_client_for(member), "from=2026-11-02T10:20:00Z&to=2026-11-02T10:30:00Z")
+    assert body["total"] == {"productive": h(80), "stalled": h(80), "failed": 0.0,
+                             "pending_partial": 0.0, "reserved": h(160), "idle": None}
+    empty = get(api_client_for(member), "from=2026-11-03&to=2026-11-04")
+    assert (empty["runs"], empty["total"]["reserved"], empty["groups"]) == (0, 0.0, [])
+
+
+def test_a_team_by_slug_another_teams_is_404_and_admins_see_every_team(
+        runs: None, member: Any, admin_user: Any,
+        api_client_for: Callable[[Any], APIClient]) -> None:
+    client = api_client_for(member)
+    assert get(client, f"{WINDOW}&team=vision-rl")["total"]["reserved"] == h(826)
+    for slug in ("nlp-rl", "no-such-team", "x" * 300):
+        response = client.get(f"{URL}?{WINDOW}&team={slug}")
+        assert response.status_code == 404
+        assert "theirs" not in response.content.decode()
+    admin = api_client_for(admin_user)
+    every = get(admin, f"{WINDOW}&group_by=job")
+    assert every["teams"] == ["nlp-rl", "vision-rl"]
+    assert sorted(g["key"] for g in every["groups"]) == ["failing", "stalling", "theirs"]
+    assert get(admin, f"{WINDOW}&team=nlp-rl")["total"]["reserved"] == 1.0
+    loner = make_user("loner")
+    assert get(api_client_for(loner), WINDOW)["teams"] == []
+
+
+@pytest.mark.parametrize(("query", "field"), [
+    ("from=yesterday", "from"),
+    ("to=2026-13-01", "to"),
+    ("from=2026-02-30", "from"),
+    ("from=2026-11-10&to=2026-11-01", "from"),
+    ("from=2026-11-10T00:00:00Z&to=2026-11-10T00:00:00Z", "from"),
+    ("from=2025-01-01&to=2026-11-01", "from"),
+    ("group_by=month", "group_by"),
+    ("group_by=" + "x" * 500, "group_by"),
+])
+def test_bad_queries_are_400_naming_the_field(
+        member: Any, api_client_for: Callable[[Any], APIClient], query: str, field: str) -> None:
+    response = api_client_for(member).get(f"{URL}?{query}")
+    assert response.status_code == 400
+    body = response.json()
+    assert body["field"] == field and body["detail"]
+    assert "x" * 50 not in body["detail"]
+
+
+def test_nul_and_control_bytes_are_400_json(member: Any,
+                                            api_client_for: Callable[[Any], APIClient]) -> None:
+    for query in ("team=a%00b", "from=2026-11-01%00", "group_by=day%0D%0A"):
+        response = api_client_for(member).get(f"{URL}?{query}")
+        assert response.status_code == 400
+        assert response["Content-Type"].startswith("application/json")
+
+
+def test_no_query_is_the_last_30_days(member: Any,
+                                      api_client_for: Callable[[Any], APIClient]) -> None:
+    body = get(api_client_for(member), "")
+    assert body["group_by"] == "day" and body["runs"] == 0
+
+
+def test_the_queries_do_not_grow_with_the_runs(
+        team: Team, owner: Any, api_client_for: Callable[[Any], APIClient]) -> None:
+    """2 runs, then 22: the same statements (runs, pods, history, stalls, roles; plus the
+    request's authentication and team), never one per run."""
+    client = api_client_for(owner)
+
+    def add(count: int, offset: int) -> None:
+        for index in range(count):
+            stored_run(team=team, user=owner, name=f"run-{offset + index}",
+                       roles={"Actor": 1}, pods=[("actor", 0, 0, 60, "Succeeded")],
+                       phases=[(0, "Running"), (60, "Succeeded")], stalls=[(10, 20)])
+
+    add(2, 0)
+    client.get(f"{URL}?{WINDOW}")  # the token's first use records when it was used
+    counts = []
+    for more in (0, 20):
+        add(more, 100)
+        with CaptureQueriesContext(connection) as context:
+            body = get(client, f"{WINDOW}&group_by=job")
+        counts.append(len(context))
+        assert body["total"]["reserved"] == float(2 + more)
+        assert body["total"]["stalled"] == round((2 + more) * 10 / 60, 3)
+        assert len(body["groups"]) == 2 + more
+    assert counts[0] == counts[1] and 5 <= counts[0] <= 12, counts
