@@ -24,7 +24,16 @@ from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.translation import gettext as _
 
 from jobs.core.usage import Attempt, Run, add_up, day_of, hours, spans, week_of
-from jobs.models import JobState, PodAttempt, Role, RunRecord, StallEpisode, StatusChange
+from jobs.gpu import conf as gpu_conf
+from jobs.models import (
+    GpuIdleEpisode,
+    JobState,
+    PodAttempt,
+    Role,
+    RunRecord,
+    StallEpisode,
+    StatusChange,
+)
 from jobs.records.lifecycle import ACTIVE_STATES
 from rlark_site.foundation.exceptions import ApplicationError
 from rlark_site.foundation.tenancy.access import access_team, visible_teams
@@ -153,9 +162,12 @@ def _grouped(rows: Sequence[tuple[Any, ...]]) -> _Rows:
 
 
 def _idle_periods(ids: Sequence[int]) -> tuple[bool, _Rows]:
-    """The runs' GPU idle episodes, and whether GPU idleness is measured at all: not yet (it
-    comes with the Prometheus reading of GPU idleness)."""
-    return False, {}
+    """Whether GPU idleness is measured (Prometheus configured: `jobs.gpu`), and then the
+    runs' idle episodes as intervals `[started_at, last_idle_at]` (jobs/gpu/models.py)."""
+    if not gpu_conf.prometheus_url():
+        return False, {}
+    return True, _grouped(list(GpuIdleEpisode.objects.filter(run_record_id__in=ids).order_by()
+                               .values_list("run_record_id", "started_at", "last_idle_at")))
 
 
 def _timelines(query: UsageQuery, now: datetime) -> tuple[list[dict[str, Any]], list[Run], bool]:

@@ -12,10 +12,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from jobs.models import JobState
+from jobs.models import GpuIdleEpisode, JobState, RunRecord
 from rlark_site.foundation.tenancy.models import Team
 from tests.conftest import make_user
-from tests.jobs.usage_support import stored_run
+from tests.jobs.usage_support import at, stored_run
 
 pytestmark = pytest.mark.django_db
 URL = "/api/v1/usage/"
@@ -165,3 +165,25 @@ def test_the_queries_do_not_grow_with_the_runs(
         assert body["total"]["stalled"] == round((2 + more) * 10 / 60, 3)
         assert len(body["groups"]) == 2 + more
     assert counts[0] == counts[1] and 5 <= counts[0] <= 12, counts
+
+
+def test_idle_comes_from_the_gpu_idle_episodes_when_prometheus_is_configured(
+        runs: None, member: Any, settings: Any,
+        api_client_for: Callable[[Any], APIClient]) -> None:
+    """The stalling run (8 GPUs held 0-60) was idle 15-30 by its episode: 8 x 15 idle, the
+    split unchanged; without Prometheus idle is null (not measured), not 0."""
+    record = RunRecord.objects.get(job_name="stalling")
+    GpuIdleEpisode.objects.create(
+        run_record=record, number=1, started_at=at(15), detected_at=at(16),
+        last_idle_at=at(30), ended_at=at(31), threshold=0.05, window_seconds=900, gpus=8,
+        idle_seconds=900, idle_gpu_seconds=7200)
+    client = api_client_for(member)
+    unmeasured = get(client, f"{WINDOW}&group_by=job")
+    assert (unmeasured["idle_measured"], unmeasured["total"]["idle"]) == (False, None)
+    settings.RLARK_PROMETHEUS_URL = "http://127.0.0.1:9/"  # read only by the status pass
+    body = get(client, f"{WINDOW}&group_by=job")
+    assert body["idle_measured"] is True
+    assert body["total"]["idle"] == h(120)
+    assert [(g["key"], g["idle"]) for g in body["groups"]] == [("stalling", h(120)),
+                                                               ("failing", 0.0)]
+    assert body["total"]["reserved"] == h(826) and body["total"]["stalled"] == h(160)
