@@ -97,6 +97,9 @@ class Client:
             target += "?" + urlencode(query, doseq=True)
         headers = {"Accept": "application/json", "User-Agent": "rlark-cli/"
                    + ".".join(map(str, API_VERSION))}
+        language = accept_language()
+        if language:
+            headers["Accept-Language"] = language
         if json_body is not None:
             body = json.dumps(json_body).encode("utf-8")
             content_type = "application/json"
@@ -243,6 +246,18 @@ class Client:
         import os
 
         return bool(os.environ.get("RLARK_TOKEN"))
+
+
+def accept_language() -> str:
+    """The server's messages (findings, details) in the user's language: `zh-Hans` for a
+    Chinese locale (LC_ALL, LC_MESSAGES, LANG), else none (English)."""
+    import os
+
+    for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
+        value = os.environ.get(name, "")
+        if value:
+            return "zh-Hans" if value.lower().startswith("zh") else ""
+    return ""
 
 
 def one_line(text: str) -> str:

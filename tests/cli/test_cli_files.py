@@ -158,6 +158,12 @@ def test_validate_exit_codes(site: Site, good: Path, tmp_path: Path) -> None:
     bad = site.run("validate", "-f", str(with_errors))
     assert bad.code == 1
     assert "error " in bad.out
+    # the server's messages in the user's language (Accept-Language from the locale)
+    chinese = site.run("validate", "-f", str(with_errors), LANG="zh_CN.UTF-8", LC_ALL="",
+                       LC_MESSAGES="")
+    assert chinese.code == 1
+    assert any("\u4e00" <= char <= "\u9fff" for char in chinese.out)
+    assert not any("\u4e00" <= char <= "\u9fff" for char in bad.out)
     # CI: several files, the shell's glob after -f; the worst code wins, each file is named
     unknown = write(tmp_path, MINIMAL.format(name="x").replace("task_type", "task_typ"),
                     "unknown.yaml")
