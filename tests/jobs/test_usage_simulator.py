@@ -1,0 +1,80 @@
+"""GPU-hours of a real run on the simulator over HTTP: submitted, seen Running by a status pass,
+stalled (its Head Task frozen past the stall limit, seen by the progress pass), a worker failing,
+then the Job failing; the usage API's split checked against the moments the passes stored."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from jobs.models import JobState, PodAttempt, RunRecord, StallEpisode, StatusChange
+from jobs.progress.reader import read_cluster_progress
+from jobs.records.status import sync_submitted_jobs
+from jobs.usage.selectors import parse_query, usage_report
+from tests.jobs.observe_support import CLUSTER, HEAD_POD, NAMESPACE
+from tests.jobs.test_progress_pass import configure, eager, pass_until, progress_of
+
+pytestmark = pytest.mark.django_db
+JOB = "ppo-run"
+__all__ = ["eager"]  # the progress tests' settings and eager Celery, used here too
+
+
+def test_submit_running_stall_fail_on_the_simulator(running: RunRecord, demo_simulator: Any,
+                                                    owner: Any, api_client_for: Any) -> None:
+    configure(running)
+    sync_submitted_jobs()  # seen Running: the pods are kept as attempts
+    demo_simulator.set_progress(CLUSTER, NAMESPACE, JOB, step_seconds=0.2)
+    pass_until(running, 2)
+    demo_simulator.set_progress(CLUSTER, NAMESPACE, JOB, state="frozen")
+    read_cluster_progress(cluster=CLUSTER)
+    stall_at = progress_of(running).last_step_at
+    assert stall_at is not None
+    while timezone.now() < stall_at + timedelta(seconds=61):  # the stall limit: 60 s
+        time.sleep(1)
+    read_cluster_progress(cluster=CLUSTER)
+    episode = StallEpisode.objects.get(run_record=running)
+
+    worker = PodAttempt.objects.filter(run_record=running, task="rollout").order_by(
+        "replica").first()
+    assert worker is not None
+    demo_simulator.patch_pod(CLUSTER, NAMESPACE, worker.pod_name, phase="Failed",
+                             terminated={"reason": "Error", "exitCode": 1})
+    sync_submitted_jobs()
+    time.sleep(1.1)  # the simulator's times are whole seconds: the Job fails a second later
+    demo_simulator.set_job_phase(CLUSTER, NAMESPACE, JOB, "Failed", reason="BackoffLimitExceeded")
+    sync_submitted_jobs()
+    read_cluster_progress(cluster=CLUSTER)  # ends the open stall: the run stopped running
+    running.refresh_from_db()
+    assert running.state == JobState.FAILED
+
+    head = PodAttempt.objects.get(run_record=running, pod_name=HEAD_POD)
+    worker.refresh_from_db()
+    episode.refresh_from_db()
+    seen_running = StatusChange.objects.get(run_record=running, phase="Running").observed_at
+    bound, failure, cleanup = head.started_at, worker.finished_at, head.finished_at
+    assert bound and failure and cleanup and episode.ended_at
+    # The hand-computed timeline: only the head (Actor, 8 GPUs) holds GPUs (Rollout has none).
+    assert bound <= seen_running < episode.started_at < failure < cleanup <= episode.ended_at
+    expected = {
+        "pending_partial": 8 * (seen_running - bound).total_seconds(),  # bound, not yet Running
+        "productive": 8 * (episode.started_at - seen_running).total_seconds(),
+        "stalled": 8 * (failure - episode.started_at).total_seconds(),
+        "failed": 8 * (cleanup - failure).total_seconds(),  # the worker failed: to cleanup
+    }
+    body = api_client_for(owner).get(
+        "/api/v1/usage/?group_by=job&team=vision-rl").json()
+    (group,) = body["groups"]
+    assert group["key"] == JOB and group["state"] == "failed"
+    for name, gpu_seconds in expected.items():
+        assert group[name] == pytest.approx(gpu_seconds / 3600, abs=0.0011), name
+    assert group["reserved"] == pytest.approx(8 * (cleanup - bound).total_seconds() / 3600,
+                                              abs=0.0011)
+    assert group["stalled"] > 0 and group["failed"] > 0 and group["productive"] > 0
+    # The same figures through the selector, after the fact: nothing counted past cleanup.
+    later = usage_report(parse_query(owner, {"team": "vision-rl", "group_by": "job"}),
+                         now=timezone.now() + timedelta(hours=5))
+    assert later.groups[0]["reserved"] == group["reserved"]
