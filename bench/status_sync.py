@@ -232,7 +232,8 @@ def legacy_capture_cluster(credentials: Any, records: Any, *, final_states: Any)
                                                     capture._Budget(None)),
                                   capture_reason=CaptureReason.JOB_ENDED)
                 elif attempt is None or not attempt.logs_captured:
-                    fields.update(capture._classification(pod, ()))
+                    fields.update(capture._classification(pod, capture._Log(), capture._Log()))
+                fields.pop("_cause", None)  # not a column (the run's cause, offered apart)
                 with transaction.atomic():
                     PodAttempt.objects.update_or_create(
                         run_record=record, pod_uid=pod.uid,

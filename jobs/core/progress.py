@@ -248,24 +248,38 @@ class Reading:
     partial: bool = False  # the text ended inside a line still being written
 
 
-def parse_stamp(text: str) -> datetime | None:
-    """An RFC 3339 timestamp as the kubelet writes it (`2026-12-01T10:00:00.123456789Z`,
-    trailing zeros of the fraction dropped or not); None when `text` is not one."""
-    if len(text) < 20 or text[-1] != "Z" or text[10] != "T" or text[4] != "-" or \
-            text[7] != "-" or text[13] != ":" or text[16] != ":":
+@functools.lru_cache(maxsize=4096)
+def _second(prefix: str) -> datetime | None:
+    """`YYYY-MM-DDTHH:MM:SS` as a UTC time (cached: a log's lines share their seconds)."""
+    if prefix[4] != "-" or prefix[7] != "-" or prefix[10] != "T" or prefix[13] != ":" or \
+            prefix[16] != ":":
         return None
-    fields = (text[0:4], text[5:7], text[8:10], text[11:13], text[14:16], text[17:19])
-    fraction = text[19:-1]
-    digits = fraction[1:]
-    if not all(part.isdigit() for part in fields) or (fraction and (
-            fraction[0] != "." or not digits.isdigit() or len(digits) > 9)):
+    fields = (prefix[0:4], prefix[5:7], prefix[8:10], prefix[11:13], prefix[14:16],
+              prefix[17:19])
+    if not all(part.isascii() and part.isdigit() for part in fields):
         return None
     year, month, day, hour, minute, second = (int(part) for part in fields)
     try:
-        return datetime(year, month, day, hour, minute, second,
-                        int((digits + "000000")[:6]) if fraction else 0, tzinfo=UTC)
+        return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
     except ValueError:
         return None
+
+
+def parse_stamp(text: str) -> datetime | None:
+    """An RFC 3339 timestamp as the kubelet writes it (`2026-12-01T10:00:00.123456789Z`,
+    trailing zeros of the fraction dropped or not); None when `text` is not one."""
+    if len(text) < 20 or text[-1] != "Z":
+        return None
+    base = _second(text[:19])
+    if base is None:
+        return None
+    if len(text) == 20:
+        return base
+    digits = text[20:-1]
+    if text[19] != "." or not digits or len(digits) > 9 or not (
+            digits.isascii() and digits.isdigit()):
+        return None
+    return base.replace(microsecond=int((digits + "00000")[:6]))
 
 
 def split_stamp(raw: str) -> tuple[datetime | None, str]:

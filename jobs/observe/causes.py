@@ -24,7 +24,12 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 
 from jobs.models import RunRecord
-from jobs.observe.classify import Evidence, evidence_text, first_tagged_line
+from jobs.observe.classify import (
+    Evidence,
+    evidence_text,
+    first_tagged_line,
+    may_name_a_cause,
+)
 from jobs.observe.models import FailureTag
 
 __all__ = ["cause_dict", "earliest", "found_in_stamped_log", "offer_causes"]
@@ -53,6 +58,8 @@ def found_in_stamped_log(text: str, *, pod: str, found_at: datetime) -> dict[str
     """The first tagged line of a log read with `timestamps=true`, as a cause."""
     from jobs.core.progress import split_stamp
 
+    if not may_name_a_cause(text):
+        return None
     pairs = [split_stamp(raw) for raw in text.split("\n")]
     found = first_tagged_line([line for _at, line in pairs])
     if found is None:

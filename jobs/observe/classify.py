@@ -113,6 +113,12 @@ class Evidence:
     at: datetime | None
 
 
+def may_name_a_cause(text: str) -> bool:
+    """Whether any rule matches anywhere in `text` (one RE2 scan of a whole read: a read
+    without any is not split into lines at all)."""
+    return _ANY.search(text) is not None
+
+
 def line_tag(line: str) -> FailureTag | None:
     """The tag of one log line (cut to `LINE_MAX`), or None."""
     text = line[:LINE_MAX]

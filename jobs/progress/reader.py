@@ -178,8 +178,15 @@ def _credentials(cluster: str) -> Credentials | None:
         return None
 
 
+def _read_and_process(credentials: Credentials, run: _Run) -> int:
+    """In a reader thread: the run's read, then its steps taken (in memory: the run's own
+    objects only), so one run's matching overlaps the other reads' waits; the steps moved."""
+    _read(credentials, run)
+    return _process(run)
+
+
 def _read(credentials: Credentials, run: _Run) -> None:
-    """One bounded read of the run's Head Task log since its cursor (in a reader thread)."""
+    """One bounded read of the run's Head Task log since its cursor."""
     progress = run.progress
     try:
         run.log = read_pod_log(
@@ -380,15 +387,15 @@ def read_cluster_progress(*, cluster: str, now: datetime | None = None) -> Progr
         return ProgressReport(len(runs), 0, 0, 0, 0, 0, 1)
     readable = [run for run in runs if run.progress.pod]
     unreachable = 0
+    steps = 0
     with ThreadPoolExecutor(max_workers=conf.readers()) as pool:
-        futures = [pool.submit(_read, credentials, run) for run in readable]
+        futures = [pool.submit(_read_and_process, credentials, run) for run in readable]
         for future in futures:
             try:
-                future.result()
+                steps += future.result()
             except KubeError as exc:
                 unreachable = 1
                 logger.info("progress: cluster %s unreachable: %s", cluster, exc)
-    steps = sum(_process(run) for run in readable)
     with transaction.atomic():
         _write(runs)
         offer_causes({run.pk: run.cause for run in readable if run.cause})
