@@ -264,7 +264,7 @@ class SubmissionState(models.TextChoices):
     FAILED = "failed", _("failed")
 
 
-@audited(exclude=["status_checked_at", "admission"])
+@audited(exclude=["status_checked_at", "admission", "pending"])
 class RunRecord(models.Model):
     """Everything about one job name, frozen at submission, in one place.
 
@@ -313,6 +313,9 @@ class RunRecord(models.Model):
     # evidence found across every role's captured log tail and pod state and the Head Task's
     # log read for progress; {} while none is known (jobs.observe.causes).
     cause = models.JSONField(default=dict, blank=True)
+    # While Pending (SPEC 15): why, as the last status pass found it
+    # (`jobs.records.pending.explain`); {} otherwise. Not audited: it follows the cluster.
+    pending = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-frozen_at"]

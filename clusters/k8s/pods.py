@@ -10,8 +10,8 @@ retried follow would duplicate lines.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -29,7 +29,7 @@ from clusters.k8s.client import (
 )
 from clusters.k8s.errors import KubeError, ListTooLarge
 from clusters.k8s.retry import DEFAULT_BASE_DELAY, DEFAULT_READ_ATTEMPTS, call_with_retries
-from clusters.podrequests import PodResources, PodSpecError, pod_resources_from_spec
+from clusters.podrequests import PodResources, PodSpecError, pod_requests, pod_resources_from_spec
 
 DEFAULT_LOG_BYTES = 1024 * 1024
 """The most log text one `read_pod_log` returns unless told otherwise."""
@@ -74,6 +74,14 @@ class PodInfo:
     reason: str = ""  # the pod's `status.reason` (`Evicted`, ...)
     message: str = ""  # the pod's `status.message`
     disruption: PodCondition | None = None  # its `DisruptionTarget` condition, when True
+    # The `PodScheduled` condition while it is False (kube-scheduler's `Unschedulable` and its
+    # FailedScheduling message, Kueue's `SchedulingGated`); "" once scheduled or before.
+    scheduling_reason: str = ""
+    scheduling_message: str = ""
+    # What the pod asks of a node: its effective request (`clusters.podrequests`, scheduler
+    # units) and its `nodeSelector`; empty when the spec says nothing or is malformed.
+    requests: Mapping[str, int] = field(default_factory=dict)
+    node_selector: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -158,11 +166,38 @@ def _main_status(pod: dict[str, Any]) -> dict[str, Any]:
     return (named or statuses or [{}])[0]
 
 
+_SCHEDULING_TEXT_MAX = 64 * 1024  # a message kept in memory (cut again when stored)
+
+
+def _scheduling(status: Any) -> tuple[str, str]:
+    """The reason and message of a False `PodScheduled` condition ("" when none)."""
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    for condition in conditions if isinstance(conditions, list) else ():
+        if (isinstance(condition, dict) and condition.get("type") == "PodScheduled"
+                and condition.get("status") == "False"):
+            return (str(condition.get("reason") or "")[:255],
+                    str(condition.get("message") or "")[:_SCHEDULING_TEXT_MAX])
+    return "", ""
+
+
+def _asks(spec: Any) -> tuple[Mapping[str, int], Mapping[str, str]]:
+    """A pod's effective request and node selector; nothing of a spec not shaped as one."""
+    if not isinstance(spec, dict):
+        return {}, {}
+    try:
+        requests = dict(pod_requests(spec))
+    except (PodSpecError, TypeError, ValueError):
+        requests = {}
+    return requests, _text_map(spec.get("nodeSelector"))
+
+
 def pod_info_from_object(pod: dict[str, Any]) -> PodInfo:
     """Reduce a Pod object (as JSON) to a `PodInfo`."""
     metadata = pod.get("metadata") or {}
     status = pod.get("status") or {}
     main = _main_status(pod)
+    reason, message = _scheduling(status)
+    requests, selector = _asks(pod.get("spec"))
     return PodInfo(
         name=str(metadata.get("name") or ""),
         uid=str(metadata.get("uid") or ""),
@@ -178,6 +213,10 @@ def pod_info_from_object(pod: dict[str, Any]) -> PodInfo:
         reason=str(status.get("reason") or ""),
         message=str(status.get("message") or ""),
         disruption=_disruption(status),
+        scheduling_reason=reason,
+        scheduling_message=message,
+        requests=requests,
+        node_selector=selector,
     )
 
 

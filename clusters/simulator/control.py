@@ -61,6 +61,7 @@ _POD_PATCH_SCHEMA: dict[str, Any] = {
         },
         "terminated": _END_SCHEMA,
         "lastTerminated": _END_SCHEMA,
+        "scheduler_message": {"type": ["string", "null"]},
     },
 }
 _LOG_SCHEMA: dict[str, Any] = {
@@ -300,6 +301,8 @@ def patch_pod(simulator: Simulator, request: Request, cluster: str, namespace: s
             override.terminated = _end(document["terminated"])
         if "lastTerminated" in document:
             override.last_terminated = _end(document["lastTerminated"])
+        if "scheduler_message" in document:
+            override.scheduler_message = document["scheduler_message"]
         if restarted:
             state.restart_progress(namespace, pod)
         _pod_events(state, job, pod, override)

@@ -65,6 +65,7 @@ class PodOverride:
     last_terminated: ContainerEnd | None = None
     current_lines: list[tuple[datetime, str]] = field(default_factory=list)
     previous_lines: list[tuple[datetime, str]] = field(default_factory=list)
+    scheduler_message: str | None = None  # replaces kube-scheduler's message while unbound
     version: int = 0
 
 

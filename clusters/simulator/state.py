@@ -494,7 +494,8 @@ class ClusterState:
             if kept is None or kept.job is not job or (kept.version, kept.node) != (version, node):
                 kept = _RenderedPod(job, version, node, pod_object(
                     job, ref, cluster=self.spec.name, node=node, override=override,
-                    resource_version=version, unschedulable=self._unschedulable.get(key),
+                    resource_version=version, unschedulable=_told(
+                        self._unschedulable.get(key), override),
                     gated=not node and self.kueue.gated(job)))
                 self._rendered_pods[key] = kept
             pods.append((ref, kept.pod))
@@ -938,3 +939,12 @@ def _merged(base: dict[str, str], changes: dict[str, str | None] | None) -> dict
         else:
             result[key] = value
     return result
+
+
+def _told(unschedulable: Unschedulable | None, override: PodOverride | None
+          ) -> Unschedulable | None:
+    """The scheduler's word on an unbound pod, its message replaced when the control
+    endpoint set one (`scheduler_message`: a hostile cluster's text, for tests)."""
+    if unschedulable is None or override is None or override.scheduler_message is None:
+        return unschedulable
+    return Unschedulable(override.scheduler_message, unschedulable.since)

@@ -33,6 +33,7 @@ from jobs.models import Job, JobState, Role, SSHKey
 from jobs.observe.serializers import CauseSerializer
 from jobs.progress.selectors import progress_body
 from jobs.progress.serializers import ProgressSerializer
+from jobs.records.pending import pending_view
 
 MAX_ROLES = 64
 MAX_CONDITIONS = 64
@@ -434,6 +435,33 @@ class CapacitySerializer(serializers.Serializer):
     quota = CapacityQuotaSerializer(many=True,
                                     help_text="Kueue resources short of unused quota now")
 
+class PendingRoleSerializer(serializers.Serializer):
+    role = serializers.CharField()
+    workers = serializers.IntegerField(help_text="the role's pods listed")
+    waiting = serializers.IntegerField(help_text="of them, not bound to a node")
+    message = serializers.CharField(
+        help_text="kube-scheduler's FailedScheduling message or Kueue's, verbatim (control "
+                  "characters dropped, at most 2,000 characters); \"\" when none")
+    short = CapacityShortSerializer(many=True, help_text="matching nodes lacking capacity now")
+
+
+class PendingQueueSerializer(serializers.Serializer):
+    queue = serializers.CharField(allow_null=True)
+    cluster_queue = serializers.CharField(allow_null=True)
+    state = serializers.CharField(allow_null=True)
+    position = serializers.IntegerField(allow_null=True)
+
+
+class PendingSerializer(serializers.Serializer):
+    """Why a submitted Pending job waits (SPEC 15), as the last status pass found it; null
+    when the job is not Pending."""
+
+    since = serializers.DateTimeField(allow_null=True)
+    source = serializers.ChoiceField(choices=["scheduler", "kueue", "rlark"])  # type: ignore[assignment]  # the field, not Field.source
+    summary = serializers.CharField(help_text="one sentence, in the caller's language")
+    roles = PendingRoleSerializer(many=True)
+    queue = PendingQueueSerializer(required=False, help_text="source kueue only")
+
 
 class JobDetailSerializer(JobSummarySerializer):
     """A draft as stored, with the engine's findings (context: `evaluation`, `request`)."""
@@ -454,13 +482,15 @@ class JobDetailSerializer(JobSummarySerializer):
     admission = serializers.SerializerMethodField()
     capacity = serializers.SerializerMethodField()
     cause = serializers.SerializerMethodField()
+    pending = serializers.SerializerMethodField()
 
     class Meta(JobSummarySerializer.Meta):
         fields = [*JobSummarySerializer.Meta.fields, "header_role", "roles", "network_domain",
                   "ssh_keys", "run_script", "tensorboard_log_dir",
                   "image_compatibility_confirmed", "launch_list", "deployment_parameters",
                   "cluster", "namespace", "status_reason", "status_message", "admission",
-                  "capacity", "findings", "has_errors", "links", "progress", "cause", "gpu"]
+                  "capacity", "pending", "findings", "has_errors", "links", "progress", "cause",
+                  "gpu"]
 
     @extend_schema_field(ProgressSerializer)
     def get_progress(self, job: Job) -> dict[str, Any]:
@@ -488,6 +518,13 @@ class JobDetailSerializer(JobSummarySerializer):
     def get_capacity(self, job: Job) -> dict[str, Any]:
         evaluation = self._evaluation()
         return preflight(evaluation.spec, evaluation.ctx)
+
+    @extend_schema_field(PendingSerializer(allow_null=True))
+    def get_pending(self, job: Job) -> dict[str, Any] | None:
+        run = job.run
+        if run is None or run.state != JobState.PENDING:
+            return None
+        return pending_view(run.pending if isinstance(run.pending, dict) else {})
 
     @extend_schema_field(FindingSerializer(many=True))
     def get_findings(self, job: Job) -> list[dict[str, Any]]:

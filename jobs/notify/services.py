@@ -49,6 +49,7 @@ from jobs.models import (
 )
 from jobs.notify.models import ADMIN_EVENTS, VERIFICATION_EVENTS
 from jobs.observe.causes import cause_label
+from jobs.records.pending import pending_view, summary
 from rlark_site.foundation import egress
 from rlark_site.foundation.tenancy.models import Team
 from rlark_site.foundation.validators import validate_webhook_url
@@ -178,8 +179,21 @@ def emit_run_changes(records: Iterable[RunRecord]) -> int:
         details: dict[str, Any] = {"state": state}
         if kind == EventKind.JOB_FAILED:  # the capture of this pass has offered its cause
             details["cause"] = causes.get(record.pk) or None
+        if kind == EventKind.PENDING_OVERDUE:
+            details.update(_pending_details(record))
         emitted += emit(kind=kind, record=record, key=key, details=details)
     return emitted
+
+
+def _pending_details(record: RunRecord) -> dict[str, Any]:
+    """What a `pending_overdue` event carries of why the run waits (SPEC 15): `pending` as
+    the API shows it, its summary in the site's language (webhooks have no reader's
+    language; each email is written in its recipient's from the same facts)."""
+    with translation.override(settings.LANGUAGE_CODE):
+        view = pending_view(record.pending if isinstance(record.pending, dict) else {})
+    if view is None:
+        return {}
+    return {"pending": view, "pending_facts": record.pending}
 
 
 def _audience(event: NotificationEvent) -> Q:
@@ -219,10 +233,12 @@ def _message(event: NotificationEvent, pref: NotificationPreference) -> tuple[st
     """The subject and body, in the recipient's language."""
     template = "verification" if event.kind in VERIFICATION_EVENTS else "email"
     with translation.override(pref.language or settings.LANGUAGE_CODE):
+        facts = event.payload.get("pending_facts")
         context = {"event": event, "kind": EventKind(event.kind).label,
                    "payload": event.payload, "base_url": settings.RLARK_BASE_URL,
                    "cause_label": cause_label(event.payload.get("cause")),
-                   "link": _link(event, admin=pref.user.is_staff)}
+                   "link": _link(event, admin=pref.user.is_staff),
+                   "pending_summary": summary(facts) if isinstance(facts, dict) else ""}
         subject = render_to_string(f"jobs/notify/{template}_subject.txt", context).strip()
         body = render_to_string(f"jobs/notify/{template}_body.txt", context)
     return " ".join(subject.split()), body
@@ -253,8 +269,12 @@ def deliver_event(event_id: int) -> None:
         _queue("notify_webhook", delivery.pk)
 
 
+_NOT_SENT = frozenset({"pending_facts"})  # kept for the emails' own language, not sent
+
+
 def _body(event: NotificationEvent) -> bytes:
-    document = {"event": event.key, "at": event.created_at.isoformat(), **event.payload}
+    shown = {key: value for key, value in event.payload.items() if key not in _NOT_SENT}
+    document = {"event": event.key, "at": event.created_at.isoformat(), **shown}
     return json.dumps(document, sort_keys=True).encode()
 
 

@@ -444,13 +444,15 @@ def capture_before_cancel(record: RunRecord) -> CaptureResult:
 
 
 def capture_cluster(credentials: Credentials, records: Sequence[RunRecord], *,
-                    final_states: Iterable[str]) -> int:
+                    final_states: Iterable[str],
+                    listed: dict[str, list[PodInfo]] | None = None) -> int:
     """Capture the attempts of these runs of one cluster; how many attempts were written.
 
     One pods list per namespace (paged), one query for the kept attempts and one for the
     runs' states; a run whose state (read now) is in `final_states` is captured in full.
     A namespace whose pods cannot be listed is skipped until the next pass; runs that ended
-    in this pass and could not be read in full say so in their record.
+    in this pass and could not be read in full say so in their record. `listed`, when given,
+    gets each listed namespace's pods (the Pending explanations read them: no second list).
     """
     states = dict(RunRecord.objects.filter(pk__in=[r.pk for r in records])
                   .values_list("pk", "state"))
@@ -470,6 +472,8 @@ def capture_cluster(credentials: Credentials, records: Sequence[RunRecord], *,
             logger.info("attempt capture: namespace %s unreadable: %s", namespace, exc)
             result.missed.append(_("the pods could not be listed: %(why)s") % {"why": exc})
         else:
+            if listed is not None:
+                listed[namespace] = pods
             reasons = {r.pk: CaptureReason.JOB_ENDED if r.pk in finals
                        else CaptureReason.POD_ENDED for r in members}
             _capture(credentials, namespace, _items(members, pods, finals),

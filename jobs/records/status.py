@@ -8,7 +8,8 @@ namespace's listing is recorded as gone (phase `Gone`, the run fails), as a 404 
 each Job was read on its own. When a cluster does not answer, its runs wait for the next
 pass; other clusters have their own tasks. After a cluster's Jobs are observed, their pods
 are kept as attempts in the run records (`jobs.observe.capture.capture_cluster`: one pods list
-per namespace).
+per namespace), and the same pods, with the admission read and the inventory's occupancy,
+explain each Pending run (`jobs.records.pending`).
 
 Only changes are written: a `StatusChange` row when the phase differs from the last one
 recorded, and the run's state (through the run state machine, `jobs.records.lifecycle`),
@@ -31,7 +32,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from clusters.credentials import CredentialError, credentials_for
-from clusters.k8s import Credentials, KubeError, NotFound, list_jobs
+from clusters.k8s import Credentials, KubeError, NotFound, PodInfo, list_jobs
 from clusters.models import Cluster
 from jobs.gpu.reader import observe_cluster_gpus
 from jobs.models import JobState, RunRecord, StatusChange
@@ -40,6 +41,7 @@ from jobs.observe.capture import capture_cluster
 from jobs.records import conf
 from jobs.records.admission import local_queue_targets, observe_admissions, store_admissions
 from jobs.records.lifecycle import ACTIVE_STATES, FINAL_STATES, PHASE_STATES, move
+from jobs.records.pending import observe_pending, store_pending
 from rlark_site.foundation.bulk import insert
 
 __all__ = [
@@ -259,7 +261,9 @@ def sync_cluster(*, cluster: str, now: datetime | None = None) -> SyncReport:
     changed = apply_observations(observations, now=now)
     store_admissions(records, admissions)
     if not unreachable:
-        capture_cluster(credentials, records, final_states=FINAL_STATES)
+        pods: dict[str, list[PodInfo]] = {}
+        capture_cluster(credentials, records, final_states=FINAL_STATES, listed=pods)
+        store_pending(records, observe_pending(records, pods, cluster=cluster))
     observe_cluster_gpus(cluster=cluster, now=now)  # one Prometheus query; never raises for it
     emit_run_changes(records)
     return SyncReport(checked, changed, unreachable, 0)

@@ -16,6 +16,7 @@ from clusters.models import VerificationState
 from jobs.models import AttemptOutcome, JobState, SubmissionState
 from jobs.records.checklist import ChecklistAnswer, checklist_answers
 from jobs.records.lifecycle import PHASE_STATES
+from jobs.records.pending import pending_view
 from jobs.records.status import GONE_PHASE
 
 register = template.Library()
@@ -66,3 +67,13 @@ def cause_label(cause: Mapping[str, Any] | None) -> str:
     from jobs.observe.causes import cause_label as label
 
     return label(cause)
+
+
+@register.filter
+def pending_explained(run: Any) -> dict[str, Any] | None:
+    """A Pending run's `pending` (`jobs.records.pending.pending_view`: the facts and the
+    sentence in the page's language); None when the run is not Pending or has no facts."""
+    if run is None or getattr(run, "state", None) != JobState.PENDING:
+        return None
+    facts = getattr(run, "pending", None)
+    return pending_view(facts if isinstance(facts, dict) else {})
