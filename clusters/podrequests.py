@@ -164,13 +164,17 @@ def _container_list(spec: Mapping[str, Any], key: str) -> list[Mapping[str, Any]
     return containers
 
 
-def _container_requests(container: Mapping[str, Any], where: str) -> Requests:
+def _container_requests(container: Mapping[str, Any], key: str, index: int) -> Requests:
     resources = container.get("resources")
     if resources is None:
         return {}
     if not isinstance(resources, Mapping):
-        raise PodSpecError(f"{where}.resources: not a mapping")
-    return requests_from_quantities(resources.get("requests"), where=f"{where}.resources.requests")
+        raise PodSpecError(f"spec.{key}[{index}].resources: not a mapping")
+    requests = resources.get("requests")
+    try:
+        return requests_from_quantities(requests, where="")
+    except PodSpecError:  # again, naming the field (a listing holds 1000s of good pods)
+        return requests_from_quantities(requests, where=f"spec.{key}[{index}].resources.requests")
 
 
 def pod_resources_from_spec(spec: object) -> PodResources:
@@ -180,11 +184,11 @@ def pod_resources_from_spec(spec: object) -> PodResources:
     if not isinstance(spec, Mapping):
         raise PodSpecError("spec: not a mapping")
     containers = tuple(
-        _container_requests(c, f"spec.containers[{i}]")
+        _container_requests(c, "containers", i)
         for i, c in enumerate(_container_list(spec, "containers"))
     )
     init_containers = tuple(
-        InitContainer(_container_requests(c, f"spec.initContainers[{i}]"),
+        InitContainer(_container_requests(c, "initContainers", i),
                       restartable=c.get("restartPolicy") == "Always")
         for i, c in enumerate(_container_list(spec, "initContainers"))
     )

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -126,6 +127,27 @@ def invoke(call: Callable[[], T]) -> T:
         raise from_api_exception(exc) from exc
     except urllib3.exceptions.HTTPError as exc:
         raise from_transport_error(exc) from exc
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Keep the cyclic garbage collector from running while a page is decoded and reduced.
+
+    A 500-node (or 500-pod) page decodes into thousands of dicts and lists, which reference
+    counting frees as soon as the page is reduced to `NodeInfo`s (or `BoundPod`s). Left
+    running, the collector would scan several times per page and move the half-built page into older
+    generations; in a Django process that ends in a full collection of the whole heap
+    (~150 ms) on almost every 10,000-node listing. The page holds no reference cycles,
+    so pausing leaves the collector nothing to catch up on. The pause only ever
+    re-enables a collector it found enabled.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def read_json(response: Any) -> dict[str, Any]:

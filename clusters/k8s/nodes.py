@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -15,6 +13,7 @@ from clusters.k8s.client import (
     DEFAULT_TIMEOUT,
     Credentials,
     api_client_for,
+    collector_paused,
     decode_json,
     invoke,
     request_timeout,
@@ -97,27 +96,6 @@ def _fetch_node_page(
     return invoke(call)
 
 
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Keep the cyclic garbage collector from running while a page is decoded and reduced.
-
-    A 500-node page decodes into thousands of dicts and lists, which reference counting
-    frees as soon as the page is reduced to `NodeInfo`s. Left running, the collector
-    would scan several times per page and move the half-built page into older
-    generations; in a Django process that ends in a full collection of the whole heap
-    (~150 ms) on almost every 10,000-node listing. The page holds no reference cycles,
-    so pausing leaves the collector nothing to catch up on. The pause only ever
-    re-enables a collector it found enabled.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def _read_page(
     *,
     credentials: Credentials,
@@ -136,7 +114,7 @@ def _read_page(
         timeout=timeout,
     )
     status, body = call_with_retries(fetch, attempts=attempts, base_delay=base_delay)
-    with _collector_paused():
+    with collector_paused():
         page = decode_json(body, status=status)
         nodes = [node_info_from_object(item) for item in page.get("items") or []]
         next_token = (page.get("metadata") or {}).get("continue") or None

@@ -8,6 +8,7 @@ with the path of the entry it concerns (for example
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -401,7 +402,14 @@ _SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def load_yaml(text: str) -> Any:
-    """The document in `text`, read like `yaml.safe_load` (C loader when available)."""
+    """The document in `text`, read like `yaml.safe_load` (C loader when available). A JSON
+    object (YAML's JSON subset, as the benches write a fleet of 200,000 pods) is read by the
+    JSON decoder: the same document, a hundred times faster than libyaml."""
+    if text.lstrip().startswith("{"):
+        try:
+            return json.loads(text)
+        except ValueError:
+            pass  # YAML flow style that is not JSON: the YAML loader reads it (or says why)
     return yaml.load(text, Loader=_SAFE_LOADER)  # noqa: S506 - a safe loader
 
 
