@@ -607,8 +607,9 @@ def events(state: State, name: str, fmt: str) -> int:
         lines.append(f"{summary.get('warning_count', len(warnings))} warnings, "
                      f"{summary.get('normal_count', 0)} normal events")
         if warnings:
-            lines.append(output.columns(warnings, [
-                ("LAST SEEN", "last_seen"), ("REASON", "reason"), ("OBJECT", "object"),
+            rows = [{**e, "object": f"{e.get('kind')}/{e.get('name')}"} for e in warnings]
+            lines.append(output.columns(rows, [
+                ("LAST SEEN", "last_at"), ("REASON", "reason"), ("OBJECT", "object"),
                 ("COUNT", "count"), ("MESSAGE", "message")]))
         groups = summary.get("normal_groups") or []
         if groups:

@@ -113,6 +113,9 @@ def test_submit_timeout_cancel_failed_blocked_interrupted_and_diff(site: Site,
     failed = site.pump_until(failing)
     assert failed.code == 1, failed.err
     assert "ppo-fail: failed" in failed.err
+    warning = [line for line in site.run("events", "ppo-fail").out.splitlines()
+               if "Job/ppo-fail" in line]
+    assert warning and "Failed" in warning[0]  # the Warning first, with its object
 
     path = write(tmp_path, MINIMAL.format(name="cli-blocked"))
     assert site.run("apply", "-f", str(path)).code == 0
