@@ -17,6 +17,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -279,6 +280,38 @@ def worker_command(name: str, queues: str, *, concurrency: int = 2) -> list[str]
     ]
 
 
+PROMETHEUS_PORT = int(os.environ.get("RLARK_DEMO_PROMETHEUS_PORT", "9091"))
+DEMO_CLUSTERS = ("gpu-a", "gpu-b", "cpu-c")
+
+
+def demo_prometheus(env: dict[str, str], sim_port: int
+                    ) -> tuple[list[str] | None, str]:
+    """The command of a local Prometheus scraping the simulator's GPU metrics (docs/progress.md,
+    "GPU idleness"), and the line that says so; none when `RLARK_PROMETHEUS_URL` is set or the
+    `prometheus` binary is not installed. Sets `RLARK_PROMETHEUS_URL` (and a 2-minute window)
+    for the product's processes when it starts one."""
+    if env.get("RLARK_PROMETHEUS_URL"):
+        return None, f"  GPU idleness:    {env['RLARK_PROMETHEUS_URL']} (RLARK_PROMETHEUS_URL)"
+    binary = shutil.which("prometheus")
+    if binary is None:
+        return None, "  GPU idleness:    off (no `prometheus` binary; RLARK_PROMETHEUS_URL unset)"
+    port = _free_port(PROMETHEUS_PORT)
+    directory = STATE_DIR / "prometheus"
+    directory.mkdir(parents=True, exist_ok=True)
+    jobs = [{"job_name": f"dcgm-{name}", "metrics_path": f"/{name}/metrics",
+             "static_configs": [{"targets": [f"127.0.0.1:{sim_port}"]}]}
+            for name in DEMO_CLUSTERS]
+    config = {"global": {"scrape_interval": "5s"}, "scrape_configs": jobs}
+    (directory / "prometheus.yml").write_text(json.dumps(config, indent=2))  # JSON is YAML
+    env["RLARK_PROMETHEUS_URL"] = f"http://127.0.0.1:{port}"
+    env.setdefault("RLARK_GPU_IDLE_WINDOW", "120")
+    command = [binary, f"--config.file={directory / 'prometheus.yml'}",
+               f"--storage.tsdb.path={directory / 'data'}", "--storage.tsdb.retention.time=1d",
+               f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"]
+    return command, (f"  GPU idleness:    Prometheus at http://127.0.0.1:{port}/ scraping the "
+                     f"simulator's /<cluster>/metrics (window {env['RLARK_GPU_IDLE_WINDOW']} s)")
+
+
 def run_product() -> int:
     """Everything on the demo fleet: simulator, web, Celery workers and beat."""
     running = _running_product()
@@ -312,6 +345,10 @@ def _run_product() -> int:
                  "--state", str(STATE_DIR / "simulator-jobs.json")],
                 env=env, cwd=BASE_DIR, start_new_session=True)))
             _wait_for_port(sim_port, what="the fleet simulator")
+            prometheus, gpu_line = demo_prometheus(env, sim_port)
+            if prometheus is not None:
+                procs.append(("prometheus", subprocess.Popen(
+                    prometheus, env=env, cwd=BASE_DIR, start_new_session=True)))
             _manage(env, "seed_demo", "--fleet", str(DEMO_FLEET), "--simulator-url", sim_url)
             procs.append(("web", subprocess.Popen(
                 web_command(f"127.0.0.1:{web_port}"), env=web_environment(env), cwd=BASE_DIR,
@@ -334,6 +371,7 @@ def _run_product() -> int:
             _log("                   carol / rlark-demo (nlp-rl member), "
                  "admin / rlark-admin (platform admin)")
             _log(webhooks)
+            _log(gpu_line)
             _log("Press Ctrl-C to stop everything.")
             while all(p.poll() is None for _, p in procs):
                 time.sleep(0.5)

@@ -87,8 +87,9 @@ def _sample(item: Any) -> tuple[Sample | None, float]:
     return Sample(labels=dict(metric), value=number), float(stamp)
 
 
-def parse_answer(body: bytes, *, now: datetime) -> InstantVector:
-    """An `/api/v1/query` answer read as an instant vector; `PrometheusError` otherwise."""
+def parse_answer(body: bytes, *, now: datetime, at: datetime | None = None) -> InstantVector:
+    """An `/api/v1/query` answer read as an instant vector; `PrometheusError` otherwise. The
+    evaluation time is `at` when the query named one, else the samples' newest timestamp."""
     try:
         document = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -110,7 +111,12 @@ def parse_answer(body: bytes, *, now: datetime) -> InstantVector:
         stamps.append(stamp)
         if sample is not None:
             samples.append(sample)
-    evaluated = datetime.fromtimestamp(max(stamps), UTC) if stamps else now
+    if at is not None or not stamps:
+        return InstantVector(evaluated_at=at or now, samples=tuple(samples))
+    try:
+        evaluated = datetime.fromtimestamp(max(stamps), UTC)
+    except (OverflowError, OSError, ValueError) as exc:
+        raise PrometheusError("not an instant vector") from exc
     return InstantVector(evaluated_at=evaluated, samples=tuple(samples))
 
 
@@ -138,4 +144,4 @@ def instant_query(base_url: str, query: str, *, timeout: float, max_bytes: int,
         raise PrometheusError(str(classify(exc))) from exc
     if response.status_code != 200 and not body.lstrip().startswith(b"{"):
         raise PrometheusError(f"HTTP {response.status_code}")
-    return parse_answer(body, now=at or datetime.now(UTC))
+    return parse_answer(body, now=datetime.now(UTC), at=at)

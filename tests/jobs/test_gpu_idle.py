@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from celery import current_app
+from django.core import mail
 from django.test import Client
 
 from clusters.simulator.testing import InProcessSimulator, run_simulator
@@ -29,7 +30,7 @@ from jobs.models import (
     RunGpu,
     RunRecord,
 )
-from jobs.notify.services import webhook_set
+from jobs.notify.services import preferences_set, webhook_set
 from jobs.records.status import sync_submitted_jobs
 from jobs.records.submission import job_submit
 from jobs.tasks import submit_run_record
@@ -145,6 +146,7 @@ def test_an_idle_run_fires_job_gpu_idle_once_signed_then_ends_busy(
         receiver: Receiver, django_capture_on_commit_callbacks: Any, owner: Any,
         api_client_for: Any) -> None:
     webhook_set(team=team, url=receiver.url, secret=SECRET, enabled=True)
+    preferences_set(user=owner, email_events=["job_gpu_idle"], language="zh-hans")
     passes_until(watched, lambda g: g.idle is False)
     # Hung in a collective: the kernels spin at 100 %, the tensor pipe does nothing.
     demo_simulator.set_pod_gpu(CLUSTER, NAMESPACE, HEAD_POD, utilization=100,
@@ -164,6 +166,8 @@ def test_an_idle_run_fires_job_gpu_idle_once_signed_then_ends_busy(
     assert bodies[0]["event"] == f"job_gpu_idle:{watched.pk}:1"
     assert bodies[0]["metric"] == "tensor_active" and bodies[0]["gpus"] == 8
     assert bodies[0]["window_seconds"] == WINDOW and bodies[0]["threshold"] == 0.05
+    assert len(mail.outbox) == 1 and "GPU 空闲" in mail.outbox[0].subject
+    assert "tensor_active" in mail.outbox[0].body and "8" in mail.outbox[0].body
 
     api = api_client_for(owner)
     shown = api.get(f"/api/v1/jobs/{JOB}/").json()["gpu"]
