@@ -22,7 +22,6 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from django.db import transaction
-from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from jobs.core.gpu import RunReading, assess, counted_seconds, gpu_query, pod_readings
@@ -35,9 +34,9 @@ from jobs.models import (
     PodAttempt,
     RunGpu,
     RunRecord,
-    StatusChange,
 )
 from jobs.notify.services import emit
+from jobs.progress.reader import running_since
 from rlark_site.foundation.bulk import upsert
 from rlark_site.foundation.prometheus import PrometheusError, instant_query
 
@@ -70,11 +69,9 @@ class _Run:
 
 def _running(cluster: str, now: datetime) -> list[_Run]:
     """The cluster's Running runs with their kept reading and open episode: three queries."""
-    since = StatusChange.objects.filter(run_record=OuterRef("pk"), phase="Running").order_by(
-        "-observed_at", "-id")
     rows = list(RunRecord.objects.filter(cluster=cluster, state=JobState.RUNNING)
                 .order_by("pk").values("pk", "job_name", "namespace", "submitted_at",
-                                       running_since=Subquery(since.values("observed_at")[:1])))
+                                       running_since=running_since()))
     ids = [row["pk"] for row in rows]
     kept = RunGpu.objects.in_bulk(ids) if ids else {}
     episodes = {e.run_record_id: e for e in GpuIdleEpisode.objects.filter(

@@ -63,7 +63,7 @@ from jobs.progress import conf
 from rlark_site.foundation.bulk import upsert
 
 __all__ = ["FIRST_TAIL", "ProgressReport", "clusters_with_running_runs", "read_cluster_progress",
-           "stall_cause"]
+           "running_since", "stall_cause"]
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +113,14 @@ def stall_cause(record_id: int) -> dict[str, Any]:
     return dict(cause) if cause else {}
 
 
+def running_since() -> Subquery:
+    """A run's last entry into Running (its newest `Running` status change), as a subquery
+    of a `RunRecord` query."""
+    running = StatusChange.objects.filter(run_record=OuterRef("pk"), phase="Running").order_by(
+        "-observed_at", "-id")
+    return Subquery(running.values("observed_at")[:1])
+
+
 def clusters_with_running_runs() -> list[str]:
     return list(RunRecord.objects.filter(state=JobState.RUNNING).order_by("cluster")
                 .values_list("cluster", flat=True).distinct())
@@ -138,14 +146,12 @@ def _head_pod(manifest_yaml: str, job_name: str) -> str:
 def _runs(cluster: str, now: datetime) -> list[_Run]:
     """The cluster's Running runs with their settings, kept progress and open episode: three
     queries (four when runs are new: their manifests, once)."""
-    running = StatusChange.objects.filter(run_record=OuterRef("pk"), phase="Running").order_by(
-        "-observed_at", "-id")
     rows = list(RunRecord.objects.filter(cluster=cluster, state=JobState.RUNNING)
                 .order_by("pk").values(
                     "pk", "job_name", "namespace", "submitted_at",
                     progress_raw=KeyTransform("progress", "launch_list_snapshot"),
                     signals=KeyTransform("expected_signals", "launch_list_snapshot"),
-                    running_since=Subquery(running.values("observed_at")[:1])))
+                    running_since=running_since()))
     ids = [row["pk"] for row in rows]
     kept = RunProgress.objects.in_bulk(ids)
     episodes = {e.run_record_id: e for e in StallEpisode.objects.filter(
