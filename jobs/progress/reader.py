@@ -7,10 +7,11 @@ consumed** (`sinceTime`, `timestamps=true`, at most `RLARK_PROGRESS_READ_BYTES`;
 `RLARK_PROGRESS_READERS` reads at once, each read's lines matched in its reader thread so the
 matching overlaps the other reads' waits), never for what it already read, and never on behalf
 of a viewer (pages and the API read the database). The lines read also feed the run's cause
-(`jobs.observe.causes`: a hang's NCCL watchdog line while the run still counts as Running). A run seen for the first time is read from its
-newest `FIRST_TAIL` lines. A read that hits the byte bound leaves the reader behind; the next
-one asks for the newest lines since the cursor (`tailLines`, as many as fitted) and skips the
-middle, so a chatty log never leaves its step stale.
+(`jobs.observe.causes`: a hang's NCCL watchdog line while the run still counts as Running). A
+run seen for the first time is read from its newest `FIRST_TAIL` lines. A read that hits the
+byte bound leaves the reader behind; the next one asks for the newest lines since the cursor
+(`tailLines`, as many as fitted) and skips the middle, so a chatty log never leaves its step
+stale.
 
 The steps found move `RunProgress` (written in two statements for the whole cluster, only the
 runs that changed), and the stall machine (`jobs.core.stalls`) decides, per run, whether a
