@@ -38,7 +38,10 @@ def gpu_body(record: RunRecord | None) -> dict[str, Any]:
     }
     if record is None:
         return body
-    kept = RunGpu.objects.filter(run_record=record).first()
+    try:  # no statement when the caller read it with the record (select_related("gpu"))
+        kept: RunGpu | None = record.gpu
+    except RunGpu.DoesNotExist:
+        kept = None
     if kept is None:
         if conf.prometheus_url():
             body["reason"] = NO_READING

@@ -189,8 +189,10 @@ def run_record_get_for_user(user: Any, name: str) -> RunRecord:
 
     Its attempts, status changes and first-run checks are not read with it: `run_record_chain`
     reads them in the statement that finds what its audit trail covers. Its training progress
-    (`RunProgress`, one row or none) comes in the same statement."""
-    return access_team_object(_records().select_related("progress"), user, admins_see_all=True,
+    (`RunProgress`, one row or none) and its GPU reading (`RunGpu`, likewise) come in the same
+    statement."""
+    return access_team_object(_records().select_related("progress", "gpu"), user,
+                              admins_see_all=True,
                               job_name=name)
 
 
