@@ -417,6 +417,13 @@ def status_table(job: dict[str, Any]) -> str:
     if job.get("status_reason") or job.get("status_message"):
         items.append(("reason", f"{job.get('status_reason') or '-'}: "
                                 f"{job.get('status_message') or ''}".rstrip(": ")))
+    pending = job.get("pending") or {}
+    if pending.get("summary"):  # SPEC 15: why a submitted job waits, in one sentence
+        items.append(("pending", pending["summary"]))
+    capacity = job.get("capacity") or {}
+    if capacity.get("verdict"):  # SPEC 15's pre-flight: will it get its GPUs?
+        as_of = f" (occupancy of {capacity['as_of']})" if capacity.get("as_of") else ""
+        items.append(("capacity", f"{capacity['verdict']}{as_of}"))
     admission = job.get("admission")
     if admission:
         where = f", position {admission['position']}" if admission.get("position") else ""
@@ -434,6 +441,10 @@ def status_table(job: dict[str, Any]) -> str:
         items.append(("progress", text))
     if progress.get("stalled"):
         items.append(("stalled", f"since {progress.get('stalled_since')}"))
+    cause = job.get("cause") or {}
+    if cause.get("tag"):  # SPEC 16: the earliest evidence across every role
+        items.append(("cause", f"{cause['tag']} in {cause.get('pod') or '-'}: "
+                               f"{cause.get('evidence') or ''}".rstrip(": ")))
     findings = job.get("findings") or []
     items.append(("findings", count_findings(findings) if findings else "none"))
     text = output.pairs(items)

@@ -1,0 +1,29 @@
+"""What `rlark status` prints of the job detail's SPEC 15/16 blocks (a pure function of the
+API's answer; the live commands are tested in test_cli_runs.py)."""
+
+from __future__ import annotations
+
+from rlark_cli.main import status_table
+
+BASE = {"name": "ppo-7b", "team": "vision-rl", "state": "pending", "findings": []}
+
+
+def test_a_pending_job_says_why_its_verdict_and_its_cause() -> None:
+    text = status_table({
+        **BASE,
+        "pending": {"source": "scheduler", "summary":
+                    "Rollout: 2 of 4 workers wait for GPUs: a-node-03 has 4 of 8 free, 8 needed."},
+        "capacity": {"verdict": "will_queue", "as_of": "2026-12-02T01:00:00Z", "roles": []},
+        "cause": {"tag": "nccl_timeout", "pod": "ppo-7b-rollout-0",
+                  "evidence": "Watchdog caught collective operation timeout", "at": "..."},
+    })
+    assert "pending" in text and "a-node-03 has 4 of 8 free, 8 needed." in text
+    assert "will_queue (occupancy of 2026-12-02T01:00:00Z)" in text
+    assert "nccl_timeout in ppo-7b-rollout-0: Watchdog caught collective operation timeout" in text
+
+
+def test_nothing_is_printed_for_blocks_the_server_left_empty() -> None:
+    text = status_table({**BASE, "pending": None, "capacity": None, "cause": None})
+    assert "capacity" not in text and "cause" not in text
+    assert "pending" in text  # the state itself
+    assert text.count("pending") == 1
