@@ -16,8 +16,10 @@ from collections.abc import Callable, Mapping
 from http import HTTPStatus
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.urls import is_valid_path
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views import defaults
@@ -102,6 +104,44 @@ class ApiErrorShapeMiddleware:
         if response.status_code < 400 or not is_api_request(request) or _is_json(response):
             return response
         return _json_error(response)
+
+
+class ApiTrailingSlashMiddleware:
+    """Just before CommonMiddleware: a POST, PUT, PATCH or DELETE to an /api/ route named
+    without its trailing slash answers 404 in the one shape, naming the path with the slash,
+    whatever DEBUG says (CommonMiddleware would raise with DEBUG on, a 500, and redirect with it
+    off, a 301 that drops the body). A GET still redirects; pages are left to Django."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        missing_slash = _missing_slash(request)
+        if missing_slash is None:
+            return self.get_response(request)
+        return api_error_response(
+            _("Not found: %(method)s %(path)s needs its trailing slash.")
+            % {"method": request.method, "path": missing_slash},
+            status.HTTP_404_NOT_FOUND, path=missing_slash)
+
+
+# Methods Django's CommonMiddleware cannot redirect to the slashed path without losing the
+# body: with DEBUG on it raises (a RuntimeError, its 500 page), off it answers a 301 that
+# clients follow as a GET.
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def _missing_slash(request: HttpRequest) -> str | None:
+    """The path with its slash, when an /api/ request with a body names a route only by it
+    (the same test as CommonMiddleware's APPEND_SLASH), else None."""
+    path = request.path_info
+    if (request.method not in _BODY_METHODS or not settings.APPEND_SLASH
+            or path.endswith("/") or not is_api_request(request)):
+        return None
+    urlconf = getattr(request, "urlconf", None)
+    if is_valid_path(path, urlconf) or not is_valid_path(f"{path}/", urlconf):
+        return None
+    return f"{request.path}/"
 
 
 def _is_json(response: HttpResponse) -> bool:
