@@ -5,7 +5,9 @@ Mark tests `@pytest.mark.browser` and `django_db(transaction=True)` (the live se
 from another thread); use `live_server`, `login(...)` and `screenshot(...)`. Screenshots go to
 `test-artifacts/` (gitignored). Static files (CSS, htmx) are served under `live_server` by
 WhiteNoise's finders (`WHITENOISE_USE_FINDERS = True` in the settings); `assets_loaded(page)`
-checks that a page really got them.
+checks that a page really got them. `assert_accessible(page)` runs axe-core (the copy shipped
+in the `axe-playwright-python` package, injected by Playwright: no page fetches it) and fails on
+any violation of impact serious or critical.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Page, expect
 
 from tests.conftest import PASSWORD
@@ -102,3 +105,41 @@ def assets_loaded(page: Page) -> bool:
         "() => typeof window.htmx !== 'undefined' && [...document.styleSheets].some("
         "s => (s.href || '').endsWith('/rlark.css') && s.cssRules.length > 0)"
     ))
+
+
+AXE = Axe()  # axe-core's axe.min.js as the package ships it, read once
+BLOCKING = ("serious", "critical")
+
+
+def axe_violations(page: Page, impacts: tuple[str, ...] = BLOCKING) -> list[dict[str, Any]]:
+    """axe-core's violations on the page as it is now (its rules for WCAG 2.x A and AA and the
+    best practices), those of the given impacts only."""
+    results = AXE.run(page, options={"resultTypes": ["violations"]})
+    return [v for v in results.response["violations"] if v.get("impact") in impacts]
+
+
+def axe_report(violations: list[dict[str, Any]]) -> str:
+    """One block per violated rule: rule id, impact, the help URL, then each element's target."""
+    lines = []
+    for v in violations:
+        lines.append(f"{v['id']} ({v['impact']}): {v['help']} - {v['helpUrl']}")
+        for node in v["nodes"]:
+            target = " ".join(str(t) for t in node["target"])
+            summary = (node.get("failureSummary") or "").replace("\n", " ")
+            lines.append(f"    {target}: {summary[:300]}")
+    return "\n".join(lines)
+
+
+def assert_accessible(page: Page, name: str = "") -> None:
+    """No axe-core violation of impact serious or critical on the page as it is shown now.
+    With a `name`, every violation found (minor and moderate too) is written to
+    `test-artifacts/axe-<name>.txt` for a person to read."""
+    found = axe_violations(page, ("minor", "moderate", "serious", "critical"))
+    if name:
+        ARTIFACTS.mkdir(exist_ok=True)
+        safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", name)
+        (ARTIFACTS / f"axe-{safe}.txt").write_text(f"{page.url}\n{axe_report(found)}\n")
+    violations = [v for v in found if v.get("impact") in BLOCKING]
+    assert not violations, (
+        f"axe-core: {len(violations)} serious/critical rule(s) violated on "
+        f"{name or page.url} ({page.url}):\n{axe_report(violations)}")

@@ -14,7 +14,7 @@ from django.urls import reverse
 from playwright.sync_api import Browser, Page, expect
 
 from rlark_site.navigation import nav_links
-from tests.browser.conftest import choose_language, login, screenshot
+from tests.browser.conftest import assert_accessible, choose_language, login, screenshot
 from tests.conftest import PASSWORD
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -92,7 +92,8 @@ def walk_the_groups(page: Page, name: str) -> set[str]:
     entries seen (visible, whole, inside the viewport)."""
     reached: set[str] = set()
     width = page.viewport_size["width"] if page.viewport_size else 0
-    for group in group_ids(page):
+    groups = group_ids(page)
+    for group in groups:
         open_with_keyboard(page, group)
         links = page.locator(f"#{group}-menu a")
         for index in range(links.count()):
@@ -110,6 +111,8 @@ def walk_the_groups(page: Page, name: str) -> set[str]:
                 expect(button).to_be_visible()
                 assert button.evaluate("b => b.scrollWidth <= b.clientWidth + 1")
         screenshot(page, f"{name}-{group}")
+        if group in ("nav-account", groups[0]):  # axe-core on the bar with a menu open
+            assert_accessible(page, f"{name}-{group}")
         close_with_escape(page, group)
     return reached
 
@@ -145,6 +148,7 @@ def test_the_bar_fits_and_every_group_opens_from_the_keyboard(
                 expect(menu).to_be_hidden()
                 assert_one_line(page)
             screenshot(page, name)
+            assert_accessible(page, name)
             groups = group_ids(page)
             assert ("nav-admin" in groups) == (who == "admin")
             assert walk_the_groups(page, name) == expected_urls(user)
@@ -206,5 +210,6 @@ def test_without_javascript_the_groups_still_open(browser: Browser, live_server:
             page.click("#nav-account-menu form.language button[value='zh-hans']")
         expect(page.locator("html")).to_have_attribute("lang", "zh-hans")
         screenshot(page, "nav-nojs-390")
+        assert_accessible(page, "nav-nojs-390")
     finally:
         context.close()
