@@ -17,7 +17,7 @@ from django.db import connection
 from django.db.models import Count, Q, QuerySet
 from django.utils.translation import gettext as _
 
-from clusters.capacity import NodeCapacity, node_capacity
+from clusters.capacity import NodeCapacity, node_capacity, quantities
 from clusters.kueue import (
     ADMISSION_KUEUE,
     ADMISSION_NONE,
@@ -29,7 +29,7 @@ from clusters.kueue import (
 from clusters.labels import parse_selector_text, selector_problems, unparseable_problem
 from clusters.models import Cluster, ClusterJob, ClusterState, KueueQueues, Node
 from clusters.podrequests import format_units
-from clusters.preflight import ClusterOccupancy
+from clusters.preflight import ClusterOccupancy, role_preflight
 from clusters.types import DEVICE_PREFIX, GPU_RESOURCE
 from rlark_site.foundation.exceptions import ApplicationError, NotFoundError
 from rlark_site.foundation.findings import Finding
@@ -169,6 +169,18 @@ def matched_capacity(selectors: Iterable[Mapping[str, str]]) -> MatchedCapacity:
             gpu=gpu, devices=_allocatable_devices(devices, devices_seen), cpu_milli=cpu,
             memory_bytes=memory, pods=pods, requested=stored)
     return MatchedCapacity(nodes=nodes, occupancy=occupancy)
+
+
+def selector_preflight(selector: Mapping[str, str], needs: Mapping[str, int]) -> dict[str, Any]:
+    """`POST selector-matches/` with `needs` (one worker's, scheduler units): how many of the
+    selector's matched nodes hold one worker now (`fits_now`) and ever (`fits_ever`), with the
+    pre-flight's verdict and the occupancy it read (one query)."""
+    capacity = matched_capacity([selector])
+    result = role_preflight(None, sorted(capacity.nodes), capacity.nodes, needs,
+                            capacity.occupancy)
+    return {"needs": quantities(needs), "fits_now": result.fits_now,
+            "fits_ever": result.fits_ever, "verdict": result.verdict,
+            "as_of": result.as_of or None, "message": str(result.message())}
 
 
 @dataclass(frozen=True)

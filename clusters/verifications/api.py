@@ -22,6 +22,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from clusters.inventory.selectors import selector_preflight
 from clusters.matching import (
     FIRST_PAGE,
     NODES_PAGE_DEFAULT,
@@ -32,6 +33,9 @@ from clusters.matching import (
     parse_selector_input,
 )
 from clusters.models import Cluster, Verification
+from clusters.podrequests import PODS, is_tracked, scheduler_units
+from clusters.preflight import VERDICTS
+from clusters.quantities import is_quantity, nano_units
 from clusters.verifications.selectors import (
     STATE_FILTERS,
     match_summary,
@@ -96,6 +100,50 @@ class SelectorField(serializers.Field):
         return value
 
 
+MAX_NEEDS = MAX_DEVICE_KINDS + 4  # cpu, memory, pods, nvidia.com/gpu and the devices
+_RESOURCE_NAME_MAX = 253
+
+
+def _shown(value: object) -> str:
+    return repr(value[:64] if isinstance(value, str) else value)[:80]
+
+
+@extend_schema_field({
+    "type": "object", "additionalProperties": {"oneOf": [{"type": "string"},
+                                                         {"type": "integer", "minimum": 0}]},
+    "maxProperties": MAX_NEEDS,
+    "example": {"nvidia.com/gpu": "8", "cpu": "32", "memory": "256Gi"},
+})
+class NeedsField(serializers.Field):
+    """What one worker needs: {resource: Kubernetes quantity} for cpu, memory, pods,
+    nvidia.com/gpu and rlinf.io/* (scheduler units inside; one pod unless `pods` is given)."""
+
+    def to_internal_value(self, data: Any) -> dict[str, int]:
+        if not isinstance(data, dict):
+            raise serializers.ValidationError(
+                _("needs is a map of resource names to Kubernetes quantities."))
+        if len(data) > MAX_NEEDS:
+            raise serializers.ValidationError(
+                _("Ensure this field has no more than %(max)s entries.") % {"max": MAX_NEEDS})
+        needs: dict[str, int] = {PODS: 1}
+        for name, value in data.items():
+            if (not isinstance(name, str) or len(name) > _RESOURCE_NAME_MAX or "\x00" in name
+                    or not (is_tracked(name) or name == PODS)):
+                raise serializers.ValidationError(
+                    _("%(name)s is not a resource RLark counts (cpu, memory, pods, "
+                      "nvidia.com/gpu, rlinf.io/*).") % {"name": _shown(name)})
+            text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+            if not isinstance(text, str) or not is_quantity(text) or text.startswith("-"):
+                raise serializers.ValidationError(
+                    _("%(name)s: %(value)s is not a Kubernetes quantity of 0 or more (for "
+                      "example 500m, 8, 64Gi).") % {"name": name, "value": _shown(value)})
+            needs[name] = scheduler_units(name, nano_units(text))
+        return needs
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
 class SelectorMatchRequestSerializer(serializers.Serializer):
     cluster = serializers.CharField(max_length=63)
     selector = SelectorField()
@@ -106,6 +154,10 @@ class SelectorMatchRequestSerializer(serializers.Serializer):
         required=False, min_value=1, max_value=NODES_PAGE_MAX,
         help_text=f"Nodes per page (default {NODES_PAGE_DEFAULT}, at most {NODES_PAGE_MAX}).",
     )
+    needs = NeedsField(
+        required=False,
+        help_text="One worker's needs; the answer then adds fits_now and fits_ever (node "
+                  "counts), verdict, as_of and message (SPEC 15 pre-flight).")
 
 
 _NODES = inline_serializer("MatchedNodeRef", many=True, fields={
@@ -149,6 +201,15 @@ SelectorMatchResponse = inline_serializer("SelectorMatch", {
     ),
     "gpu_max": serializers.IntegerField(allow_null=True),
     "devices_max": serializers.DictField(child=serializers.IntegerField()),
+    "needs": serializers.DictField(child=serializers.CharField(), required=False,
+                                   help_text="With `needs` only: as read (quantities)."),
+    "fits_now": serializers.IntegerField(
+        required=False, help_text="With `needs` only: matched nodes with room for it now."),
+    "fits_ever": serializers.IntegerField(
+        required=False, help_text="With `needs` only: matched nodes whose allocatable holds it."),
+    "verdict": serializers.ChoiceField(choices=list(VERDICTS), required=False),
+    "as_of": serializers.CharField(allow_null=True, required=False),
+    "message": serializers.CharField(required=False),
 })
 
 
@@ -164,7 +225,11 @@ class SelectorMatchesView(APIView):
         window = node_window(
             data.validated_data.get("nodes_offset"), data.validated_data.get("nodes_limit")
         )
-        return Response(describe_match_cached(selector, cluster=cluster.name, window=window))
+        body = describe_match_cached(selector, cluster=cluster.name, window=window)
+        needs = data.validated_data.get("needs")
+        if needs is not None:  # occupancy moves with every pod: never cached
+            body = {**body, **selector_preflight(selector, needs)}
+        return Response(body)
 
 
 class VerificationRequestSerializer(serializers.Serializer):

@@ -185,3 +185,52 @@ def test_the_pre_flight_reads_the_matched_nodes_in_one_query(
         _detail(api, "cheap")
     occupancy = [q["sql"] for q in queries.captured_queries if "clusters_nodeoccupancy" in q["sql"]]
     assert len(occupancy) == 1
+
+
+MATCHES = "/api/v1/selector-matches/"
+
+
+def test_selector_matches_answers_fits_now_and_fits_ever_for_needs(
+        cluster: Cluster, sim: InProcessSimulator, owner: Any, api_client_for: Any) -> None:
+    api = api_client_for(owner)
+    body = {"cluster": CLUSTER, "selector": {**WORKERS, **ZONE}}
+    plain = api.post(MATCHES, body, format="json").json()
+    assert plain["count"] == 2 and "fits_now" not in plain
+    needs = {"nvidia.com/gpu": 8, "cpu": "32", "memory": "256Gi"}
+    answer = api.post(MATCHES, {**body, "needs": needs}, format="json").json()
+    assert (answer["fits_now"], answer["fits_ever"], answer["verdict"]) == (2, 2, "fits_now")
+    assert answer["needs"] == {GPU: "8", "cpu": "32", "memory": "256Gi", "pods": "1"}
+
+    sim.add_pod(CLUSTER, "someone-else", node="p-node-01", requests={"cpu": "40"})
+    assert poll_cluster(cluster_id=cluster.pk).ok
+    answer = api.post(MATCHES, {**body, "needs": needs}, format="json").json()
+    assert (answer["fits_now"], answer["fits_ever"], answer["verdict"]) == (1, 2, "will_queue")
+    answer = api.post(MATCHES, {**body, "needs": {"cpu": "65"}}, format="json").json()
+    assert (answer["fits_now"], answer["fits_ever"], answer["verdict"]) == (0, 0, "never_fits")
+
+
+@pytest.mark.parametrize("needs", [
+    {f"rlinf.io/dev-{i}": "1" for i in range(1000)},   # huge map
+    {"cpu": "eight"},                                   # bad quantity
+    {"cpu": "-1"},
+    {"cpu": True},
+    {"memory": "1Gi\x00"},                              # NUL in a value
+    {"cpu\x00": "1"},                                   # NUL in a name
+    {"ephemeral-storage": "1Gi"},                       # not a resource RLark counts
+    {"x" * 10_000: "1"},
+    {"cpu": "9" * 100},
+    ["cpu", "1"],
+    "cpu=1",
+])
+def test_selector_matches_refuses_bad_needs_with_a_clear_400(
+        cluster: Cluster, owner: Any, api_client_for: Any, needs: Any) -> None:
+    response = api_client_for(owner).post(
+        MATCHES, {"cluster": CLUSTER, "selector": {**WORKERS, **ZONE}, "needs": needs},
+        format="json")
+    assert response.status_code == 400
+    assert response["Content-Type"].startswith("application/json")
+    error = response.json()
+    if "\\x00" in repr(needs):  # the JSON parser refuses a NUL anywhere, naming where
+        assert "needs." in error["detail"] and "NUL" in error["detail"], error
+    else:
+        assert error["field"] == "needs" and error["detail"], error
