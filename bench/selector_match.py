@@ -9,8 +9,14 @@ Creates a scratch database (migrated like the real one), loads the fleet from
 body of `POST /api/v1/selector-matches/`, which the endpoint computes with `describe_selector`
 without reading every match; tests/clusters/test_matching.py compares the two) over a mix of
 selectors of different selectivity, side by side with a Python scan of the same rows held in
-memory that builds the same result. Both results are compared for every selector. The
-scratch database is dropped at the end. Without DATABASE_URL, embedded PostgreSQL is used.
+memory that builds the same result. Both results are compared for every selector.
+
+Then the pre-flight (SPEC 15): every node gets cpu/memory/pods allocatable and an occupancy
+row (a third of the nodes with GPUs in use), and a 3-role job per cluster (Header on one
+node, Rollout on a pool, Environment on a rack) is judged by `jobs.core.findings.capacity`
+over `matched_capacity` (one query per check); its p95 is printed beside the match figure
+(target < 25 ms). The scratch database is dropped at the end.
+Without DATABASE_URL, embedded PostgreSQL is used.
 """
 
 from __future__ import annotations
@@ -91,14 +97,109 @@ def load_inventory(document: dict[str, Any]) -> list[Row]:
             nodes.append(Node(
                 cluster=cluster, name=row.name, namespace=row.namespace, labels=row.labels,
                 gpu=row.gpu, devices=row.devices, ready=row.ready,
+                cpu_milli=96_000, memory_bytes=1 << 40, pods=110,
             ))
         Node.objects.bulk_create(nodes, batch_size=2000)
+        load_occupancy(cluster, nodes)
     with connection.cursor() as cursor:
         cursor.execute("VACUUM ANALYZE clusters_node")
         cursor.execute("ANALYZE clusters_cluster")
         cursor.execute("VACUUM ANALYZE clusters_clusterlabel")
     rows.sort(key=lambda r: (r.cluster, r.name))
     return rows
+
+
+def load_occupancy(cluster: Any, nodes: list[Any]) -> None:
+    """An occupancy row per node (every third node with 4 GPUs and 32 CPUs in use)."""
+    from django.utils import timezone
+
+    from clusters.models import ClusterState, NodeOccupancy
+
+    now = timezone.now()
+    NodeOccupancy.objects.bulk_create([
+        NodeOccupancy(node=node, cluster=cluster, changed_at=now,
+                      requested=({"nvidia.com/gpu": "4", "cpu": "32", "pods": "3"} if i % 3 == 0
+                                 else {"pods": "1"}))
+        for i, node in enumerate(nodes)], batch_size=2000)
+    type(cluster).objects.filter(pk=cluster.pk).update(
+        occupancy_as_of=now, state=ClusterState.OK)
+
+
+def preflight_jobs(document: dict[str, Any]) -> list[Any]:
+    """A 3-role job spec per cluster: Header on one node, Rollout on a pool, Environment on
+    a rack (8 GPUs, 16 CPUs and 64Gi a worker)."""
+    from jobs.core.spec import JobSpec, ResourcePair, RoleSpec
+
+    jobs = []
+    for i, spec in enumerate(document["clusters"]):
+        name = spec["name"]
+        labels = spec["nodes"][(i * 37) % len(spec["nodes"])]["labels"]
+        zone = ("topology.rlinf.io/cluster", name)
+        selectors = {
+            "Actor": (("kubernetes.io/hostname", labels["kubernetes.io/hostname"]), zone),
+            "Rollout": (("rlinf.io/pool", labels["rlinf.io/pool"]), zone),
+            "Environment": (("rlinf.io/rack", labels["rlinf.io/rack"]), zone),
+        }
+        jobs.append(JobSpec(team="t", name=f"job-{i}", task_type="rl", header_role="Actor",
+                            roles=tuple(RoleSpec(name=role, cluster=name, selector=selector,
+                                                 gpus=8, cpu=ResourcePair(request="16"),
+                                                 memory=ResourcePair(request="64Gi"))
+                                        for role, selector in selectors.items())))
+    return jobs
+
+
+def preflight_once(spec: Any) -> tuple[str, int]:
+    """The pre-flight of one job as a check reads it: the matches (as the context has them),
+    the matched nodes' capacity in one query, the verdict."""
+    from clusters.inventory.selectors import matched_capacity
+    from clusters.matching import match_many
+    from jobs.core.findings.capacity import preflight
+    from jobs.core.spec import CheckContext
+
+    selectors = [dict(role.selector) for role in spec.roles]
+    capacity = matched_capacity(selectors)
+    ctx = CheckContext(matches=match_many(selectors), capacity=capacity.nodes,
+                       occupancy=capacity.occupancy)
+    body = preflight(spec, ctx)
+    return body["verdict"], sum(r["replicas"] for r in body["roles"])
+
+
+def preflight_only(spec: Any, ctx: Any) -> str:
+    """The pre-flight's own part (one query and the verdict), the matches already read."""
+    from clusters.inventory.selectors import matched_capacity
+    from jobs.core.findings.capacity import preflight
+
+    capacity = matched_capacity([dict(role.selector) for role in spec.roles])
+    ctx = type(ctx)(matches=ctx.matches, capacity=capacity.nodes, occupancy=capacity.occupancy)
+    return str(preflight(spec, ctx)["verdict"])
+
+
+def run_preflight(document: dict[str, Any], rounds: int) -> None:
+    from clusters.matching import match_many
+    from jobs.core.spec import CheckContext
+
+    jobs = preflight_jobs(document)
+    whole: list[float] = []
+    own: list[float] = []
+    verdicts: dict[str, int] = {}
+    workers = 0
+    for round_index in range(rounds + 1):
+        for spec in jobs:
+            ms, (verdict, replicas) = timed(partial(preflight_once, spec))
+            ctx = CheckContext(matches=match_many([dict(r.selector) for r in spec.roles]))
+            own_ms, _verdict = timed(partial(preflight_only, spec, ctx))
+            if round_index == 0:
+                continue
+            whole.append(ms)
+            own.append(own_ms)
+            verdicts[verdict] = verdicts.get(verdict, 0) + 1
+            workers += replicas
+    print(f"pre-flight: {len(jobs)} 3-role jobs x {rounds} rounds, "
+          f"{workers / max(1, len(whole)):.0f} workers a job on average; verdicts {verdicts}")
+    print(f"pre-flight (matches + one capacity query + verdict) p50 {percentile(whole, .5):.2f} "
+          f"ms, p95 {percentile(whole, .95):.2f} ms; its own part (capacity query + verdict) "
+          f"p50 {percentile(own, .5):.2f} ms, p95 {percentile(own, .95):.2f} ms "
+          f"(target p95 < 25 ms)")
 
 
 def selector_mix(document: dict[str, Any]) -> list[tuple[str, dict[str, str]]]:
@@ -218,6 +319,7 @@ def run(args: argparse.Namespace) -> None:
             api.setdefault(label, []).append(db_ms)
             plain.setdefault(label, []).append(scan_ms)
     report(api, plain, mix_size=len(mix), rounds=args.rounds)
+    run_preflight(document, args.rounds)
 
 
 def report(api: dict[str, list[float]], plain: dict[str, list[float]], *,

@@ -245,10 +245,26 @@ class MatchView:
     per_cluster: tuple[ClusterCount, ...] = ()
     # The global node list filtered by the selector: every match, a page at a time.
     all_nodes_query: str = ""
+    # The role's pre-flight (SPEC 15, `RolePreflight.as_dict()`) and its verdict's words.
+    capacity: Mapping[str, Any] | None = None
+
+    @property
+    def capacity_label(self) -> str:
+        verdict = self.capacity["verdict"] if self.capacity else ""
+        return str(VERDICT_LABELS.get(verdict, verdict))
+
+
+VERDICT_LABELS = {
+    "fits_now": _("Fits now"),
+    "will_queue": _("Will queue"),
+    "never_fits": _("Never fits"),
+    "unknown": _("Capacity unknown"),
+}
 
 
 def match_view(*, index: int, cluster: str, selector: Mapping[str, str], match: SelectorMatch,
-               is_header: bool, fields: FieldMap) -> MatchView:
+               is_header: bool, fields: FieldMap,
+               capacity: Mapping[str, Any] | None = None) -> MatchView:
     foreign = [n for n in match.nodes if n.cluster != cluster]
     local = [n for n in match.nodes if n.cluster == cluster]
     shown = (foreign + local)[:NODES_SHOWN]
@@ -264,7 +280,7 @@ def match_view(*, index: int, cluster: str, selector: Mapping[str, str], match: 
         hidden=match.count - len(shown), foreign_count=len(foreign),
         gpu_max=match.gpu_max() if match.count else None, devices_max=match.devices_max(),
         confining=[f"{k}={v}" for k, v in match.confining_conditions(cluster)],
-        is_header=is_header,
+        is_header=is_header, capacity=capacity,
         selector=fields.get(f"roles[{index}].selector"), gpus=fields.get(f"roles[{index}].gpus"),
     )
 

@@ -20,6 +20,7 @@ from django.views.decorators.http import require_POST
 
 from clusters.verifications.services import verification_request
 from jobs.context import Evaluation
+from jobs.core.findings.capacity import role_preflights
 from jobs.core.images import IMAGE_PLACEHOLDER
 from jobs.core.spec import header_index, role_match
 from jobs.core.startscript import RESERVED_ENV_NAMES
@@ -111,7 +112,9 @@ def _panel(*, index: int, body: Mapping[str, Any], evaluation: Evaluation,
         index=index, body=body, is_header=is_header, clusters=clusters, offer=offer,
         fields=fields, selector_text=selector_text,
         match=match_view(index=index, cluster=role.cluster, selector=selector,
-                         match=match, is_header=is_header, fields=fields),
+                         match=match, is_header=is_header, fields=fields,
+                         capacity=role_preflights(evaluation.spec, evaluation.ctx)[index]
+                         .as_dict()),
         verification=verification_panel(index=index, view=view, match=match,
                                         placeable=placeable),
     )
