@@ -16,9 +16,10 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext as _
 
 from clusters.models import VerificationState
+from jobs.core.findings.capacity import role_preflights
 from jobs.core.spec import CheckContext, JobSpec, RoleSpec, role_match
 from jobs.wizard.fields import FindingView
-from jobs.wizard.presenters import finding_url
+from jobs.wizard.presenters import VERDICT_LABELS, finding_url
 
 __all__ = ["FindingGroup", "Review", "TaskReview", "build_review", "highlight_yaml"]
 
@@ -55,6 +56,17 @@ class TaskReview:
     mounts: list[str]
     prepare_script: str
     errors: int
+    # The role's pre-flight (SPEC 15, `RolePreflight.as_dict()`); None when not judged.
+    capacity: Mapping[str, Any] | None = None
+
+    @property
+    def capacity_ok(self) -> bool:
+        return bool(self.capacity) and self.capacity["verdict"] == "fits_now"  # type: ignore[index]
+
+    @property
+    def capacity_label(self) -> str:
+        verdict = self.capacity["verdict"] if self.capacity else ""
+        return str(VERDICT_LABELS.get(verdict, verdict))
 
     @property
     def verified_ok(self) -> bool:
@@ -124,7 +136,8 @@ def _mounts(pod: Mapping[str, Any], container: Mapping[str, Any]) -> list[str]:
 
 
 def _task_review(index: int, task: Mapping[str, Any], role: RoleSpec, ctx: CheckContext,
-                 findings: Sequence[FindingView]) -> TaskReview:
+                 findings: Sequence[FindingView],
+                 capacity: Mapping[str, Any] | None = None) -> TaskReview:
     pod = _dict(_dict(task.get("template")).get("spec"))
     container = _dict((_list(pod.get("containers")) or [{}])[0])
     resources = _dict(container.get("resources"))
@@ -145,6 +158,7 @@ def _task_review(index: int, task: Mapping[str, Any], role: RoleSpec, ctx: Check
         requests=[f"{k}: {v}" for k, v in _dict(resources.get("requests")).items()],
         mounts=_mounts(pod, container), prepare_script=role.prepare_script,
         errors=sum(1 for f in findings if f.is_error and f.place.role == index),
+        capacity=capacity,
     )
 
 
@@ -168,8 +182,10 @@ def build_review(*, spec: JobSpec, ctx: CheckContext, manifest: Mapping[str, Any
                  findings: Sequence[FindingView], ssh_key_names: Sequence[str],
                  step_url: Callable[[int, int | None], str]) -> Review:
     tasks = _list(_dict(manifest.get("spec")).get("tasks"))
+    capacity = [r.as_dict() for r in role_preflights(spec, ctx)]
     reviews = [
-        _task_review(index, _dict(task), role, ctx, findings)
+        _task_review(index, _dict(task), role, ctx, findings,
+                     capacity[index] if index < len(capacity) else None)
         for index, (task, role) in enumerate(zip(tasks, spec.roles, strict=False))
     ]
     metadata = _dict(manifest.get("metadata"))

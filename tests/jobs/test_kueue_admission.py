@@ -255,3 +255,32 @@ def test_a_run_keeps_its_admission_when_kueue_goes_away(
     sim.control("DELETE", f"clusters/{CLUSTER}/kueue")
     sync_cluster(cluster=CLUSTER)
     assert _detail(api, "first")["admission"]["state"] == "admitted"
+
+
+def test_the_pre_flight_reads_kueue_quota_never_fits_above_it_will_queue_while_used(
+        cluster: Cluster, sim: InProcessSimulator, team: Team, owner: Any, admin_user: Any,
+        api_client_for: Any, django_capture_on_commit_callbacks: Any) -> None:
+    """SPEC 15: a job above the quota the team can ever get is never_fits (exceeds_quota
+    stays the error); quota used by an admitted job makes the next job will_queue."""
+    api = api_client_for(owner)
+    _job("greedy", team=team, owner=owner, admin=admin_user, head="k-head-02",
+         workers={"rlinf.io/pool": "k"})
+    greedy = _detail(api, "greedy")
+    assert greedy["capacity"]["verdict"] == "never_fits"
+    assert {r["verdict"] for r in greedy["capacity"]["roles"]} == {"fits_now"}
+    assert "admission.exceeds_quota" in [f["code"] for f in greedy["findings"]]
+
+    for name, head in (("first", "k-head-01"), ("second", "k-head-02")):
+        _job(name, team=team, owner=owner, admin=admin_user, head=head)
+    assert _detail(api, "second")["capacity"]["verdict"] == "fits_now"
+    _submit(api, "first", django_capture_on_commit_callbacks)
+    sim.tick()  # Kueue admits the first: its 8 GPUs of quota are reserved
+    sim.tick()
+    assert poll_cluster(cluster_id=cluster.pk).ok  # the quota view and occupancy read again
+    second = _detail(api, "second")
+    assert second["capacity"]["verdict"] == "will_queue"
+    assert second["capacity"]["quota"] == [{"cluster_queue": "vision-cq", "resource": GPU,
+                                            "unused": "0", "needed": "8"}]
+    (finding,) = [f for f in second["findings"] if f["code"] == "capacity.will_queue"]
+    assert (finding["severity"], finding["role"]) == ("warning", None)
+    assert "vision-cq" in finding["message"]
