@@ -32,6 +32,7 @@ from jobs.jobfiles.services import (
     job_file_clone,
     job_file_sweep,
     job_file_validate,
+    job_for_file_export,
     job_verify_roles,
     source_spec,
     sweep_row,
@@ -220,11 +221,13 @@ class JobFileExportView(APIView):
                                      description="yaml (default) or json")],
         responses={(200, "text/yaml"): OpenApiTypes.STR,
                    (200, "application/json"): OpenApiTypes.OBJECT,
-                   404: OpenApiResponse(description="missing, or another team's")},
+                   404: OpenApiResponse(description="missing, or another team's (a platform "
+                                                    "admin gets any submitted job)")},
     )
     def get(self, request: Request, name: str) -> HttpResponse:
-        """The job as a job file: a draft as stored, a submitted job as frozen."""
-        job = job_get_for_user(request.user, name)
+        """The job as a job file: a draft as stored, a submitted job as frozen (platform
+        admins: any team's submitted job, as they read its run record)."""
+        job = job_for_file_export(request.user, name)
         if request.query_params.get("format") == "json":
             return Response(document_of(name=job.name, team=job.team.slug,
                                         spec=source_spec(job)))

@@ -22,7 +22,7 @@ from jobs.context import Evaluation, evaluate
 from jobs.core.jobfile import JobFile, JobFileError, Problem, check_document
 from jobs.core.overrides import Override, overridden, parse_override, split_values
 from jobs.core.spec import RoleSpec, header_index
-from jobs.drafts.selectors import team_for_user
+from jobs.drafts.selectors import job_get_for_user, team_for_user
 from jobs.drafts.serializers import JobDraftSerializer
 from jobs.drafts.services import draft_preview, job_create, job_update
 from jobs.jobfiles.document import document_of, spec_changes, spec_of
@@ -30,6 +30,7 @@ from jobs.jobfiles.schema import job_file_schema
 from jobs.models import Job, JobState, RunRecord
 from jobs.wizard.selectors import cluster_by_name
 from rlark_site.foundation.exceptions import ApplicationError, NotFoundError
+from rlark_site.foundation.tenancy.access import access_team_object
 from rlark_site.foundation.tenancy.models import Team
 
 __all__ = [
@@ -69,6 +70,18 @@ class Applied:
     state: str
     job: Job | None  # the stored draft; None when a dry run would create it
     values: dict[str, Any] = field(default_factory=dict)  # overrides / grid values applied
+
+
+def job_for_file_export(user: Any, name: str) -> Job:
+    """The job `user` may download as a job file: one of their teams' (a draft or a submitted
+    job), or a submitted job of any team for a platform admin, who reads every run record and
+    whose record page links this file. 404 otherwise, for a missing job alike."""
+    try:
+        return job_get_for_user(user, name)
+    except NotFoundError:
+        submitted = Job.objects.filter(run_record__isnull=False).select_related(
+            "team", "run_record").prefetch_related("roles")
+        return access_team_object(submitted, user, admins_see_all=True, name=name)
 
 
 def source_spec(job: Job) -> dict[str, Any]:

@@ -323,3 +323,24 @@ def test_every_api_answer_carries_the_version_header(
         assert response.status_code == code, (code, response.content)
         assert response["X-RLark-API-Version"] == "1.0"
     assert "X-RLark-API-Version" not in APIClient().get("/login/")
+
+
+def test_a_platform_admin_downloads_a_run_records_job_file_as_they_read_its_page(
+    running: RunRecord, admin_user: Any, outsider: Any, client: Any, api_client_for: Api
+) -> None:
+    """The run record page (admins read every team's) links its job file: a platform admin
+    outside the team downloads it too, what ran; a member of another team still gets 404, and
+    a draft that was never submitted stays its team's."""
+    client.force_login(admin_user)
+    assert client.get(f"/jobs/records/{running.job_name}/").status_code == 200
+    admin = api_client_for(admin_user)
+    text = _exported(admin, running.job_name)
+    assert yaml.safe_load(text)["spec"] == running.job_file_snapshot != {}
+    as_json = admin.get(f"/api/v1/jobs/{running.job_name}/job-file/?format=json")
+    assert as_json.status_code == 200 and as_json.json()["spec"] == running.job_file_snapshot
+    draft = Job.objects.create(team=running.team, name="ppo-draft",
+                               created_by=running.job.created_by)
+    assert admin.get(f"/api/v1/jobs/{draft.name}/job-file/").status_code == 404
+    stranger = api_client_for(outsider)
+    refused = stranger.get(f"/api/v1/jobs/{running.job_name}/job-file/")
+    assert (refused.status_code, refused["Content-Type"]) == (404, "application/json")
