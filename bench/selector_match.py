@@ -304,6 +304,9 @@ def run(args: argparse.Namespace) -> None:
     gc.freeze()
     print(f"loaded {len(rows)} nodes in {args.clusters} clusters "
           f"in {time.perf_counter() - started:.1f} s")
+    if args.preflight_only:
+        run_preflight(document, args.rounds)
+        return
     mix = selector_mix(document)
     api: dict[str, list[float]] = {}
     plain: dict[str, list[float]] = {}
@@ -349,6 +352,8 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=1000, help="nodes per cluster")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--preflight-only", action="store_true",
+                        help="skip the match/scan comparison, time only the pre-flight")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rlark_site.settings")
     os.environ.setdefault("RLARK_DEV_SECRETS", "1")
