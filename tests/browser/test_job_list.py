@@ -11,7 +11,7 @@ from playwright.sync_api import Page, expect
 from jobs.drafts.services import job_create
 from jobs.models import Job, JobState
 from rlark_site.foundation.tenancy.models import Team
-from tests.browser.conftest import choose_language, login, screenshot
+from tests.browser.conftest import assert_accessible, choose_language, login, screenshot
 from tests.conftest import PASSWORD
 from tests.jobs.records_support import run_record_for
 
@@ -43,6 +43,7 @@ def _journey(page: Page, live_server: Any, member: Any, lang: str) -> None:
     expect(page.locator("#job-list tbody tr")).to_have_count(1)
     expect(page.locator('tr[data-job="stuck-run"]')).to_be_visible()
     screenshot(page, f"job-list-{lang}-pending-filter")
+    assert_accessible(page, f"job-list-{lang}-pending-filter")
     # Search, state and sort; the next page keeps them.
     page.goto(f"{live_server.url}/jobs/?q=sweep&state=draft&sort=name")
     expect(page.locator("#job-list tbody tr").first).to_have_attribute("data-job", "sweep-00")
@@ -58,6 +59,7 @@ def _journey(page: Page, live_server: Any, member: Any, lang: str) -> None:
     page.goto(f"{live_server.url}/jobs/?creator={member.username}")
     expect(page.locator("#job-list tbody tr")).to_have_count(1)
     screenshot(page, f"job-list-{lang}-creator-filter")
+    assert_accessible(page, f"job-list-{lang}-creator-filter")
     page.once("dialog", lambda dialog: dialog.accept())
     with page.expect_navigation():
         page.click("#delete-abandoned-draft")

@@ -13,7 +13,7 @@ from playwright.sync_api import Page, expect
 
 from jobs.models import JobState, RunRecord
 from jobs.records.status import sync_submitted_jobs
-from tests.browser.conftest import choose_language, login, screenshot
+from tests.browser.conftest import assert_accessible, choose_language, login, screenshot
 from tests.browser.test_observe_live_clicks import NEXT_REFRESH, WAIT
 from tests.cache_support import OBSERVE_PREFIX, clear_prefix
 from tests.conftest import PASSWORD
@@ -64,6 +64,7 @@ def test_warnings_first_normal_events_collapsed_and_kept_as_the_user_left_them(
     assert warning_box is not None and toggle_box is not None
     assert warning_box["y"] + warning_box["height"] <= toggle_box["y"]  # Warnings first
     screenshot(page, f"job-page-{lang}-1-collapsed")
+    assert_accessible(page, f"job-page-{lang}-1-collapsed")
 
     toggle.focus()
     page.keyboard.press("Enter")
@@ -76,6 +77,7 @@ def test_warnings_first_normal_events_collapsed_and_kept_as_the_user_left_them(
     expect(normal).to_be_visible()
     expect(page.locator("#normal-events-toggle")).to_be_focused()  # htmx gives it back (id)
     screenshot(page, f"job-page-{lang}-2-normal-open")
+    assert_accessible(page, f"job-page-{lang}-2-normal-open")
 
     page.keyboard.press("Enter")  # closed again: it stays closed
     expect(normal).to_be_hidden()

@@ -10,7 +10,7 @@ from playwright.sync_api import Page, expect
 
 from clusters.models import Cluster, Verification, VerificationState
 from clusters.verifications.services import verification_request
-from tests.browser.conftest import assets_loaded, login, logout, screenshot
+from tests.browser.conftest import assert_accessible, assets_loaded, login, logout, screenshot
 from tests.factories import load_fleet_rows
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -37,6 +37,7 @@ def test_an_admin_approves_from_the_queue_and_the_requester_sees_it(
     expect(panel).to_contain_text("topology.rlinf.io/cluster=gpu-a")
     expect(panel).to_contain_text("/data/models")
     screenshot(page, "verification-queue-1-pending")
+    assert_accessible(page, "verification-queue-1-pending")
 
     panel.get_by_label("/data/models").check()
     panel.locator("textarea[name=note]").fill("Racks a100-a checked; /data/models present.")
@@ -48,6 +49,7 @@ def test_an_admin_approves_from_the_queue_and_the_requester_sees_it(
     expect(decided.locator("form")).to_have_count(0)
     assert page.url == queue_url  # swapped in place, no navigation
     screenshot(page, "verification-queue-2-approved")
+    assert_accessible(page, "verification-queue-2-approved")
     requested.refresh_from_db()
     assert requested.state == VerificationState.APPROVED
     assert requested.confirmed_host_paths == ["/data/models"]
@@ -61,3 +63,4 @@ def test_an_admin_approves_from_the_queue_and_the_requester_sees_it(
     expect(row).to_contain_text("Racks a100-a checked")
     expect(row).to_contain_text(admin_user.username)
     screenshot(page, "verification-queue-3-requester-sees-approval")
+    assert_accessible(page, "verification-queue-3-requester-sees-approval")
