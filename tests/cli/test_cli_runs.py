@@ -194,6 +194,13 @@ def test_clone_sweep_match_verify(site: Site, tmp_path: Path) -> None:
     assert "4 nodes match on gpu-a" in site.run("match", "--cluster", "gpu-a",
                                                 "rlinf.io/pool=cpu-a").out
     assert site.run("match", "--cluster", "gpu-a", "no-equals").code == 2
+    # --gpus asks the server's pre-flight (SPEC 15 `needs`): CPU nodes can never hold a GPU
+    needing = site.run("match", "--cluster", "gpu-a", "rlinf.io/pool=cpu-a",
+                       "topology.rlinf.io/cluster=gpu-a", "--gpus", "1", "-o", "json")
+    assert needing.code == 0, needing.err
+    assert needing.json()["fits_now"] == 0 and needing.json()["fits_ever"] == 0
+    assert "fits_ever: 0" in site.run("match", "--cluster", "gpu-a", "rlinf.io/pool=cpu-a",
+                                      "--gpus", "1").out
 
     role_file = write(tmp_path, MINIMAL.format(name="cli-verify").replace(
         "  task_type: custom\n",
