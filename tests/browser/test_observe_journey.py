@@ -18,7 +18,7 @@ from jobs.models import Job, JobState
 from jobs.observe.signals import scan_first_signals
 from jobs.records.status import sync_submitted_jobs
 from rlark_site.foundation.tenancy.models import Team
-from tests.browser.conftest import choose_language, login, screenshot
+from tests.browser.conftest import assert_accessible, choose_language, login, screenshot
 from tests.cache_support import OBSERVE_PREFIX, clear_prefix
 from tests.conftest import PASSWORD
 from tests.jobs.observe_support import CLUSTER, HEAD_POD, NAMESPACE
@@ -70,6 +70,7 @@ def _journey(page: Page, live_server: Any, sim: Any, owner: Any, job: Job, lang:
     state = page.locator(f"#state-{job.name}")
     expect(state).to_have_attribute("data-state", JobState.PENDING)
     screenshot(page, f"observe-{lang}-1-pending")
+    assert_accessible(page, f"observe-{lang}-1-pending")
 
     # The cluster starts the Job; the status sync (beat's work) records it. The page, never
     # reloaded (the marker survives), follows through its state polling.
@@ -93,6 +94,7 @@ def _journey(page: Page, live_server: Any, sim: Any, owner: Any, job: Job, lang:
     expect(panel.locator("pre.log")).to_contain_text("rlark: task actor replica 0", timeout=WAIT)
     assert page.evaluate("() => window.rlarkNotReloaded === true")
     screenshot(page, f"observe-{lang}-2-running-log")
+    assert_accessible(page, f"observe-{lang}-2-running-log")
 
     # The signal line appears in the head pod's log; the scan (a beat task) finds it, and the
     # first-run check is pre-filled with the evidence.
@@ -110,6 +112,7 @@ def _journey(page: Page, live_server: Any, sim: Any, owner: Any, job: Job, lang:
     watch.locator("a[hx-get]").click()
     expect(page.locator("#pod-log-panel mark")).to_have_text(LINE, timeout=WAIT)
     screenshot(page, f"observe-{lang}-3-first-signal")
+    assert_accessible(page, f"observe-{lang}-3-first-signal")
 
 
 def test_watching_a_run_to_its_first_signal_in_english(
