@@ -23,7 +23,7 @@ from clusters.verifications.services import verification_approve, verification_r
 from jobs.drafts.services import ssh_key_create
 from jobs.models import DeploymentParameters, Job, JobState, LaunchList
 from rlark_site.foundation.tenancy.models import Team
-from tests.browser.conftest import choose_language, login
+from tests.browser.conftest import assert_accessible, choose_language, login
 from tests.conftest import PASSWORD
 from tests.factories import confirmed_parameters, load_fleet_rows
 
@@ -88,6 +88,7 @@ class Journey:
     def shot(self, name: str) -> None:
         self.page.screenshot(path=str(ARTIFACTS / f"wizard-{self.lang}-{name}.png"),
                              full_page=True)
+        assert_accessible(self.page, f"wizard-{self.lang}-{name}")  # axe-core, each step
 
     def go(self, button: str, url_part: str) -> None:
         with self.page.expect_navigation(url=f"**{url_part}"):
