@@ -10,6 +10,7 @@ longest registered prefix of its path (``roles[0].devices[3]`` falls back to
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -17,6 +18,7 @@ from functools import cached_property
 
 from django.utils.safestring import SafeString, mark_safe
 
+from jobs.core.findings.mounts import duplicate_target_message
 from rlark_site.foundation.findings import Finding
 
 __all__ = [
@@ -100,6 +102,7 @@ class FindingView:
     field: str | None
     anchor: str
     place: Place
+    detail: Mapping[str, object] = dataclasses.field(default_factory=dict)
 
     @property
     def is_error(self) -> bool:
@@ -111,7 +114,7 @@ def finding_views(findings: Iterable[Finding]) -> list[FindingView]:
         FindingView(
             code=f.code, severity=f.severity, message=str(f.message), role=f.role,
             field=f.field, anchor=field_anchor(f.field) if f.field else "",
-            place=place_of(f.field),
+            place=place_of(f.field), detail=f.detail,
         )
         for f in findings
     ]
@@ -128,6 +131,7 @@ def at_header_choice(findings: Iterable[FindingView]) -> list[FindingView]:
             if f.code == HEADER_REPLICAS else f for f in findings]
 
 
+DUPLICATE_TARGET = "mount.target.duplicate"
 _ROW_PATH = re.compile(r"(roles\[\d+\]\.(devices|env|mounts))\[(\d+)\](.*)")
 
 
@@ -148,6 +152,12 @@ def at_row_places(findings: Iterable[FindingView], places: Mapping[str, Sequence
         if match and int(match.group(3)) < len(rows):
             path = f"{match.group(1)}[{rows[int(match.group(3))]}]{match.group(4)}"
             finding = replace(finding, field=path, anchor=field_anchor(path))
+        other = finding.detail.get("other")
+        if (finding.code == DUPLICATE_TARGET and isinstance(other, int)
+                and 0 <= other < len(rows)):
+            # The earlier mount, named by its page row's label (from 1), not the body's.
+            finding = replace(finding, message=duplicate_target_message(
+                rows[other] + 1, str(finding.detail.get("target", ""))))
         moved.append(finding)
     return moved
 

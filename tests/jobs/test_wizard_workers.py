@@ -402,3 +402,21 @@ def test_the_cluster_choices_and_the_chosen_cluster_s_labels_are_one_query(
     assert (choices.labels is None) == (cluster not in choices.names)
     if cluster in choices.names:
         assert cluster_offer(cluster, labels=choices.labels) == cluster_offer(cluster)
+
+
+def test_the_live_message_numbers_mounts_from_1_as_the_labels_do(web: Client, job: Job) -> None:
+    """Two mounts with one target: the message names the earlier one by its label's number,
+    and by its place on the page when a blank row above it was dropped from the body."""
+    def duplicate(**rows: list[str]) -> str:
+        html = web.post(matches(0), {"cluster": "gpu-a", **rows}).content.decode()
+        assert "mount.target.duplicate" in html, html
+        return html
+
+    html = duplicate(mount_kind=["host_path", "host_path"], mount_source=["/data", "/data2"],
+                     mount_target=["/mnt/d", "/mnt/d"])
+    assert escape("Mount 1 already uses target /mnt/d.") in html
+    assert "Mount 0 " not in html
+    html = duplicate(mount_kind=["host_path", "host_path", "host_path"],
+                     mount_source=["", "/data", "/data2"], mount_target=["", "/mnt/d", "/mnt/d"])
+    assert escape("Mount 2 already uses target /mnt/d.") in html
+    assert "Mount 1 " not in html

@@ -124,6 +124,13 @@ def object_storage_findings(r: CheckedRole, j: int, mount: object) -> Iterator[F
             )
 
 
+def duplicate_target_message(number: int, target: str) -> str:
+    """`mount.target.duplicate`'s message: `number` is the earlier mount's, from 1 as the
+    page's labels count (its `other` detail stays the 0-based index of the body's row)."""
+    return _("Mount %(other)d already uses target %(target)s.") % {"other": number,
+                                                                    "target": target}
+
+
 def target_findings(
     r: CheckedRole, j: int, target: str, earlier: list[tuple[int, str]], cd_targets: list[str]
 ) -> Iterator[Finding]:
@@ -132,8 +139,7 @@ def target_findings(
     if duplicate is not None:
         yield r.finding(
             "mount.target.duplicate",
-            _("Mount %(other)d already uses target %(target)s.")
-            % {"other": duplicate, "target": target},
+            duplicate_target_message(duplicate + 1, target),
             path,
             target=target,
             other=duplicate,
