@@ -217,6 +217,8 @@ FIRING: dict[str, Case] = {
     "deployment_parameters.gpus_mismatch": record_role_case(gpus=4),
     "deployment_parameters.devices_mismatch": record_role_case(devices={}),
     "deployment_parameters.mounts_mismatch": record_role_case(mounts=[]),
+    "deployment_parameters.cpu_mismatch": record_role_case(cpu={"request": "1", "limit": ""}),
+    "deployment_parameters.memory_mismatch": record_role_case(memory={"limit": "1Gi"}),
     "deployment_parameters.network_domain_mismatch": parameters_case(
         lambda v: replace(v, network_domain="gpu-only")
     ),

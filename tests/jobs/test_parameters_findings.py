@@ -17,7 +17,7 @@ from jobs.core.parameters import (
     record_content,
     record_roles_from_spec,
 )
-from jobs.core.spec import JobSpec, Mount, ParametersView
+from jobs.core.spec import JobSpec, Mount, ParametersView, ResourcePair
 from tests.jobs.fleet_context import (
     clean_context,
     clean_spec,
@@ -115,6 +115,10 @@ CHANGES = {
     "deployment_parameters.mounts_mismatch": (
         "mounts", [{"kind": "host_path", "source": "/data/other", "target": "/mnt/models"}],
         "roles[0].mounts"),
+    "deployment_parameters.cpu_mismatch": (
+        "cpu", {"request": "2", "limit": "64"}, "roles[0].cpu"),
+    "deployment_parameters.memory_mismatch": (
+        "memory", {"request": "", "limit": "1Ti"}, "roles[0].memory"),
 }
 
 
@@ -198,14 +202,6 @@ def test_a_job_change_outside_the_parameters_keeps_the_confirmation() -> None:
     assert parameter_findings(changed, view) == []
 
 
-def test_a_cpu_change_in_the_job_makes_the_confirmation_stale_without_a_mismatch() -> None:
-    spec = clean_spec()
-    view = confirmed_for(spec)
-    changed = with_role(spec, 2, cpu=replace(spec.roles[2].cpu, limit="16"))
-    assert codes(parameter_findings(changed, view)) == [
-        "deployment_parameters.confirmation_stale"]
-
-
 def test_a_record_changed_after_the_confirmation_is_stale() -> None:
     spec = clean_spec()
     view = confirmed_for(spec)
@@ -263,3 +259,23 @@ def test_line_breaks_as_a_browser_sends_them_are_no_change() -> None:
     stored = record_content(roles=[], network_domain="", storage_notes="a\nb",
                             network_notes="", verifications=[])
     assert content_changes({"record": stored}, record=typed, job=None) == []
+
+
+@pytest.mark.parametrize("kind", ["cpu", "memory"])
+def test_a_cpu_or_memory_change_after_confirmation_is_its_own_mismatch(kind: str) -> None:
+    """Changed in the job after the admin confirmed: stale, and the mismatch says which."""
+    spec = clean_spec()
+    view = confirmed_for(spec)
+    changed = with_role(spec, 0, **{kind: ResourcePair(request="3", limit="")})
+    found = parameter_findings(changed, view)
+    assert sorted(codes(found)) == sorted([f"deployment_parameters.{kind}_mismatch",
+                                           "deployment_parameters.confirmation_stale"])
+    [mismatch] = [f for f in found if f.code.endswith("_mismatch")]
+    assert (mismatch.role, mismatch.field) == ("Actor", f"roles[0].{kind}")
+    assert mismatch.detail["job"] == {"request": "3", "limit": ""}
+    # A resource the record leaves blank and the job leaves out are the same.
+    blank = [dict(r) for r in view.roles]
+    blank[0] = {**blank[0], kind: {}}
+    bare = with_role(spec, 0, **{kind: ResourcePair()})
+    assert f"deployment_parameters.{kind}_mismatch" not in codes(
+        parameter_findings(bare, with_record_roles(view, blank)))

@@ -60,6 +60,41 @@ def _mismatch(code: str, message: str, where: str, role: str | None,
     return new_finding(code, message, role=role, field=where, **detail)
 
 
+def _resource_pair(value: object) -> dict[str, str]:
+    """A CPU or memory `{request, limit}` as text, a part not given as "" (the record's API
+    stores `{}` for "not given", the job an empty pair)."""
+    pair = value if isinstance(value, Mapping) else {
+        "request": field_of(value, "request", ""), "limit": field_of(value, "limit", "")}
+    return {part: "" if pair.get(part) is None else str(pair.get(part))
+            for part in ("request", "limit")}
+
+
+def _resource_mismatches(where: str, name: object, role: object,
+                         record: Mapping[str, Any]) -> Iterator[Finding]:
+    messages = {
+        "cpu": _("The deployment parameters give role %(role)s CPU %(theirs)s, the job "
+                 "%(ours)s."),
+        "memory": _("The deployment parameters give role %(role)s memory %(theirs)s, the job "
+                    "%(ours)s."),
+    }
+    for kind, message in messages.items():
+        theirs = _resource_pair(record.get(kind))
+        ours = _resource_pair(field_of(role, kind, None))
+        if theirs != ours:
+            yield _mismatch(
+                f"deployment_parameters.{kind}_mismatch",
+                message % {"role": name, "theirs": _pair_words(theirs),
+                           "ours": _pair_words(ours)},
+                f"{where}.{kind}", name if isinstance(name, str) else None,
+                record=theirs, job=ours,
+            )
+
+
+def _pair_words(pair: Mapping[str, str]) -> str:
+    return _("request %(request)s, limit %(limit)s") % {
+        "request": pair["request"] or "—", "limit": pair["limit"] or "—"}
+
+
 def _role_mismatches(index: int, role: object, record: Mapping[str, Any]) -> Iterator[Finding]:
     name = field_of(role, "name")
     where = f"roles[{index}]"
@@ -101,6 +136,7 @@ def _role_mismatches(index: int, role: object, record: Mapping[str, Any]) -> Ite
             % {"role": name},
             f"{where}.devices", name, record=their_devices, job=devices,
         )
+    yield from _resource_mismatches(where, name, role, record)
     mounts = normal_mounts(field_of(role, "mounts", ()))
     if normal_mounts(record.get("mounts") or []) != mounts:
         yield _mismatch(
