@@ -18,8 +18,11 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
+from clusters.capacity import NodeCapacity
+from clusters.preflight import ClusterOccupancy, needs_units
 from clusters.quantities import QuantityError, parse_quantity
 from jobs.core.findings import check, has_errors
+from jobs.core.findings.admission import worker_requests
 from jobs.core.images import parse_image_reference, pinned_image
 from jobs.core.spec import (
     CheckContext,
@@ -31,7 +34,9 @@ from jobs.core.spec import (
     ResourcePair,
     RoleSpec,
     VerificationView,
+    role_match,
     selector_key,
+    spec_roles,
 )
 from jobs.core.sshkeys import SSHKeyError, fingerprint_sha256, validate_openssh_public_key
 from rlark_site.foundation.findings import Finding
@@ -147,8 +152,33 @@ def many_roles(count: int, **changes: Any) -> tuple[RoleSpec, ...]:
 LONG = "echo " + "x" * 140_000 + "\n"
 BIG = "echo " + "x" * 120_000 + "\n"
 
+def capacity_case(*, free: bool, pods: int) -> tuple[JobSpec, CheckContext]:
+    """The clean job with counted occupancy on every matched node (SPEC 15's pre-flight): each
+    node's allocatable twice what one worker of any role there needs, `pods` pods allocatable,
+    and all of it free or all of it taken."""
+    spec = clean_spec()
+    ctx = clean_context(spec)
+    allocatable: dict[tuple[str, str], dict[str, int]] = {}
+    for role in spec_roles(spec):
+        needs = needs_units(worker_requests(role))
+        for node in role_match(role, ctx).nodes:
+            held = allocatable.setdefault((node.cluster, node.name), {})
+            for resource, amount in needs.items():
+                held[resource] = max(held.get(resource, 0), 2 * amount)
+    capacity = {}
+    for key, amounts in allocatable.items():
+        amounts["pods"] = pods
+        capacity[key] = NodeCapacity(allocatable=amounts,
+                                     requested={} if free else dict(amounts), counted=True)
+    occupancy = {cluster: ClusterOccupancy(as_of="2026-12-02T00:00:00Z")
+                 for cluster, _node in allocatable}
+    return spec, replace(ctx, capacity=capacity, occupancy=occupancy)
+
+
 # Every code, with one input that must produce it.
 FIRING: dict[str, Case] = {
+    "capacity.will_queue": lambda: capacity_case(free=False, pods=110),
+    "capacity.never_fits": lambda: capacity_case(free=True, pods=0),
     "launch_list.missing": spec_case(clean_spec(launch_list_id=None)),
     "deployment_parameters.missing": spec_case(clean_spec(deployment_parameters_id=None)),
     "deployment_parameters.launch_list_mismatch": lambda: (
@@ -891,3 +921,9 @@ def test_pinned_image_adds_the_recorded_digest_to_a_tag_only() -> None:
     assert pinned_image("r.io/a:v1", DIGEST) == f"r.io/a:v1@{DIGEST}"
     assert pinned_image(f"r.io/a@{DIGEST}", "") == f"r.io/a@{DIGEST}"
     assert pinned_image("r.io/a:v1", "not-a-digest") == "r.io/a:v1"
+
+
+def test_the_pre_flight_is_quiet_when_every_matched_node_has_room() -> None:
+    spec, ctx = capacity_case(free=True, pods=110)
+    found = codes(check(spec, ctx))
+    assert "capacity.will_queue" not in found and "capacity.never_fits" not in found

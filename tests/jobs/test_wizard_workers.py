@@ -274,11 +274,12 @@ def test_step_2_is_bounded_in_queries_however_many_nodes(
         assert web.post(step2(), posted).status_code == 302
     # The draft's evaluation reads the role's cluster once (namespace, storage classes and
     # devices in one query) and the panel's offer reuses it; the name is looked up once; the
-    # cluster choices come with the chosen cluster's labels; the page's teams in one query.
-    with django_assert_max_num_queries(14):
+    # cluster choices come with the chosen cluster's labels; the page's teams in one query;
+    # the pre-flight (SPEC 15) reads every matched node's capacity and occupancy in one more.
+    with django_assert_max_num_queries(15):
         page = web.get(step2())
     assert page.status_code == 200
-    with django_assert_max_num_queries(11):
+    with django_assert_max_num_queries(12):  # the live panel shows the pre-flight too
         live = web.post(matches(0), posted)
     assert live.status_code == 200
 
