@@ -33,8 +33,9 @@ URL = "/api/v1/jobs/pinned/manifest/"
 # The token, the job with its team, its roles, the team's SSH keys, its clusters, the rest of
 # the engine's world in one (whether the name is taken, the launch list, the deployment
 # parameters with their verifications, the network domains), the team's verifications, and two
-# per distinct selector (clusters.matching).
-MANIFEST_QUERIES = 7 + 2 * 2
+# per distinct selector (clusters.matching), and the pre-flight's one for the matched nodes'
+# capacity and occupancy (SPEC 15).
+MANIFEST_QUERIES = 7 + 2 * 2 + 1
 
 
 def _role(name: str, selector: dict[str, str], **extra: Any) -> dict[str, Any]:

@@ -134,6 +134,8 @@ def test_the_run_record_returns_the_chain_in_order_with_the_received_yamls_hash(
         "status_history",
         "first_run_checks",
         "progress",
+        "cause",
+        "gpu",
         "audit_events",
     ]
     (received,) = demo_simulator.created_bodies(CLUSTER)
