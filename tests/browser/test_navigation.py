@@ -210,6 +210,8 @@ def test_without_javascript_the_groups_still_open(browser: Browser, live_server:
             page.click("#nav-account-menu form.language button[value='zh-hans']")
         expect(page.locator("html")).to_have_attribute("lang", "zh-hans")
         screenshot(page, "nav-nojs-390")
-        assert_accessible(page, "nav-nojs-390")
+        # No axe-core here: it runs as JavaScript in the page, which this context forbids (its
+        # evaluate never returns, so the run hung). The same bar is checked by axe with
+        # JavaScript on at 1,280 and 390 px in the tests above.
     finally:
         context.close()
