@@ -63,9 +63,23 @@ def django_db_setup(request: pytest.FixtureRequest, django_test_environment: Non
     if django_db_keepdb:
         return
     with django_db_blocker.unblock():
+        _end_other_sessions()
         teardown_databases(db_cfg, verbosity=verbosity)
         if cloned:
             drop_template(worker)
+
+
+def _end_other_sessions() -> None:
+    """End what is still connected to this worker's test database when the run is over, so
+    dropping it does not fail with "is being accessed by other users" (seen once in a
+    fresh-clone run: a connection a test's thread or process left open until the very end)."""
+    from django.db import connection, connections
+
+    name = connection.settings_dict["NAME"]
+    connections.close_all()
+    with connection._nodb_cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                       "WHERE datname = %s AND pid <> pg_backend_pid()", [name])
 
 
 @pytest.fixture(scope="session", autouse=True)
