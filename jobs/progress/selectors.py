@@ -8,7 +8,7 @@ from typing import Any
 
 from django.db.models import Exists, OuterRef
 
-from jobs.core.progress import progress_settings, rate_per_hour
+from jobs.core.progress import POINTS_MAX, progress_settings, rate_per_hour
 from jobs.models import JobState, RunProgress, RunRecord, StallEpisode
 
 __all__ = ["episodes_body", "iso", "progress_body", "progress_view", "stalled_jobs"]
@@ -27,10 +27,14 @@ def _from_unix(milliseconds: int) -> str:
 
 
 def _series(progress: RunProgress) -> list[list[int]]:
-    """The stored points and the newest step (a point only when the series lacks it)."""
-    points = [[int(t), int(s)] for t, s in progress.points or []]
+    """The stored points and the newest step (a point only when the series lacks it), at most
+    POINTS_MAX (SPEC 16): with a full series the newest step takes the place of the last stored
+    point rather than making one more."""
+    points = [[int(t), int(s)] for t, s in progress.points or []][-POINTS_MAX:]
     if progress.step is not None and progress.last_step_at is not None and (
             not points or points[-1][1] != progress.step):
+        if len(points) >= POINTS_MAX:
+            points.pop()
         points.append([int(progress.last_step_at.timestamp() * 1000), int(progress.step)])
     return points
 

@@ -33,7 +33,7 @@ class ProgressSerializer(serializers.Serializer):
     stalled = serializers.BooleanField()
     stalled_since = serializers.DateTimeField(allow_null=True)
     points = serializers.ListField(child=serializers.ListField(), help_text="[[time, step], ...], "
-                                   "at most 201 (200 kept, downsampled, and the newest step)")
+                                   "at most 200 (downsampled; the last is the newest step)")
     restarts = serializers.IntegerField(help_text="times the step went down (resumed from a "
                                         "checkpoint)")
     pattern = serializers.CharField(help_text="the launch list's; blank: RLinf's step lines")

@@ -238,3 +238,20 @@ def test_a_long_stall_asks_for_one_cancel() -> None:
     asked = Episode(started_at=at(700), last_progress_at=at(100), cancel_requested=True)
     assert decide(asked, seen(1400, 100, cancel_after_stalled_seconds=600)).verdict \
         is Verdict.NONE
+
+
+def test_the_answered_series_never_passes_spec_16s_bound_with_the_newest_step() -> None:
+    """SPEC 16: `points` at most 200. A full stored series whose last point is not the newest
+    step answers 200 points ending with the newest step (it was 201)."""
+    from jobs.models import RunProgress
+    from jobs.progress.selectors import _series
+
+    stored = [[int(at(i).timestamp() * 1000), i] for i in range(POINTS_MAX)]
+    progress = RunProgress(points=stored, step=POINTS_MAX + 50, last_step_at=at(POINTS_MAX + 50))
+    series = _series(progress)
+    assert len(series) == POINTS_MAX
+    assert series[-1] == [int(at(POINTS_MAX + 50).timestamp() * 1000), POINTS_MAX + 50]
+    assert series[0] == stored[0]
+
+    progress = RunProgress(points=stored[:10], step=99, last_step_at=at(99))
+    assert len(_series(progress)) == 11
