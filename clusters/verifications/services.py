@@ -408,7 +408,9 @@ def verifications_follow_inventory(*, cluster: Cluster) -> list[int]:
     """Recompute the open verifications an inventory change of `cluster` may affect.
 
     An approval whose matched node set changed becomes stale, with the drift recorded; a
-    pending request gets the current matches so the admin decides on today's inventory.
+    pending request gets the current matches whenever they differ from its snapshot (a
+    matched node's allocatable GPUs, devices or readiness too, with the same node set) so
+    the admin decides on today's inventory.
     Returns the ids of the approvals made stale.
     """
     now = timezone.now()
@@ -424,9 +426,10 @@ def verifications_follow_inventory(*, cluster: Cluster) -> list[int]:
         matches = match_many(v.selector for v in candidates)
         for verification in candidates:
             match = matches[tuple(sorted(verification.selector.items()))]
-            if [list(p) for p in match.signature()] == verification.match_signature:
-                continue
+            same_nodes = [list(p) for p in match.signature()] == verification.match_signature
             if verification.state == VerificationState.APPROVED:
+                if same_nodes:  # an approval holds for its snapshot while the set holds
+                    continue
                 verification.state = VerificationState.STALE
                 verification.stale_at = now
                 verification.drift = _drift(verification, match)
@@ -434,7 +437,13 @@ def verifications_follow_inventory(*, cluster: Cluster) -> list[int]:
                 _announce(verification, "stale")
                 stale.append(verification.pk)
             else:
-                for field, value in _snapshot(match, verification.cluster, generations).items():
+                # A pending request follows every change of its matched nodes (allocatable
+                # GPUs or devices, readiness), not only of their set: the admin decides on
+                # today's inventory, and the summary's minima feed `gpu.exceeds_capacity`.
+                snapshot = _snapshot(match, verification.cluster, generations)
+                if same_nodes and snapshot["matches"] == verification.matches:
+                    continue
+                for field, value in snapshot.items():
                     setattr(verification, field, value)
                 verification.save(
                     update_fields=[

@@ -93,3 +93,56 @@ def test_a_poll_that_changes_nothing_relevant_keeps_the_approval(
     poll("gpu-a", django_capture_on_commit_callbacks)
     verification.refresh_from_db()
     assert verification.state == VerificationState.APPROVED
+
+
+POOL_A = {"rlinf.io/pool": "a100-a"}
+
+
+def test_a_matched_nodes_gpu_drop_reaches_a_pending_requests_snapshot_on_the_next_poll(
+    polled_demo: Any, team: Any, member: Any, django_capture_on_commit_callbacks: Any,
+) -> None:
+    """The matched node set stays the same; the pending request's snapshot (its summary's
+    minimum GPUs and the node rows) follows the drop, and the automated checks then say the
+    ask exceeds what the matched nodes have."""
+    from clusters.verifications.selectors import match_summary, verification_result
+
+    verification = verification_request(team=team, user=member,
+                                        cluster=Cluster.objects.get(name="gpu-a"),
+                                        selector=POOL_A, requested_gpu=8)
+    signature = verification.match_signature
+    assert match_summary(verification).gpu_max() == 8
+    assert "gpu.exceeds_capacity" not in {
+        c.code for c in verification_result(verification).checks}
+
+    polled_demo.patch_node("gpu-a", "a-node-03",
+                           allocatable={"nvidia.com/gpu": 4, "rlinf.io/rdma": 2})
+    poll("gpu-a", django_capture_on_commit_callbacks)
+
+    verification.refresh_from_db()
+    assert verification.state == VerificationState.PENDING
+    assert verification.match_signature == signature  # the same nodes
+    assert match_summary(verification).gpu_max() == 4
+    assert match_summary(verification).devices_max()["rlinf.io/rdma"] == 2
+    node = next(n for n in verification.matches if n["name"] == "a-node-03")
+    assert (node["gpu"], node["devices"]["rlinf.io/rdma"]) == (4, 2)
+    checks = {c.code for c in verification_result(verification).checks}
+    assert "gpu.exceeds_capacity" in checks
+
+
+def test_a_matched_nodes_gpu_drop_leaves_an_approval_as_it_was(
+    polled_demo: Any, team: Any, member: Any, admin_user: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """An approval holds for its snapshot (SPEC 6): only a change of the node set makes it
+    stale, and its snapshot is not rewritten."""
+    verification = verification_request(team=team, user=member,
+                                        cluster=Cluster.objects.get(name="gpu-a"),
+                                        selector=POOL_A)
+    verification_approve(verification_id=verification.pk, admin=admin_user, note="ok")
+    before = Cluster.objects.get(name="gpu-a")
+    polled_demo.patch_node("gpu-a", "a-node-03", allocatable={"nvidia.com/gpu": 4})
+    poll("gpu-a", django_capture_on_commit_callbacks)
+    verification.refresh_from_db()
+    assert verification.state == VerificationState.APPROVED
+    assert {n["gpu"] for n in verification.matches} == {8}
+    assert Cluster.objects.get(name="gpu-a").generation == before.generation
