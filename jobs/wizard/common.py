@@ -51,34 +51,39 @@ def run_record_url(name: str) -> str:
     return reverse("jobs:run-record", kwargs={"name": name})
 
 
-def error_view(*, code: str, message: str, field: str | None) -> FindingView:
-    """A refusal shown like a finding, next to `field` (``form.*`` codes are the form's own)."""
+def error_view(*, code: str, message: str, field: str | None,
+               step: int | None = None) -> FindingView:
+    """A refusal shown like a finding, next to `field` (``form.*`` codes are the form's own);
+    without a field, at the top of `step` (the step that refused it)."""
     return FindingView(code=code, severity="error", message=message, role=None, field=field,
-                       anchor="", place=place_of(field))
+                       anchor="", place=place_of(field, code=code, step=step))
 
 
-def refusal_findings(exc: ApplicationError, *, default_field: str | None) -> list[FindingView]:
-    """A service refusal as findings: the engine's findings it carries, else its message."""
+def refusal_findings(exc: ApplicationError, *, default_field: str | None,
+                     step: int | None = None) -> list[FindingView]:
+    """A service refusal as findings: the engine's findings it carries, else its message.
+    One without a field (and no `default_field`) is placed at the top of `step`."""
     raw = exc.extra.get("findings")
     views = [
         error_view(code=str(item.get("code", "")), message=str(item.get("message", "")),
-                   field=item.get("field") or default_field)
+                   field=item.get("field") or default_field, step=step)
         for item in (raw if isinstance(raw, list) else [])
         if isinstance(item, Mapping)
     ]
     field = exc.extra.get("field")
     return views or [error_view(code="refused", message=exc.message,
-                                field=str(field) if field else default_field)]
+                                field=str(field) if field else default_field, step=step)]
 
 
-def form_error_views(errors: Mapping[str, Iterable[Any]], paths: Mapping[str, str],
-                     ) -> list[FindingView]:
-    """A Django form's errors as findings placed on the fields they concern."""
+def form_error_views(errors: Mapping[str, Iterable[Any]], paths: Mapping[str, str], *,
+                     step: int | None = None) -> list[FindingView]:
+    """A Django form's errors as findings placed on the fields they concern; the rest (the
+    form's own, ``__all__``, unless `paths` places it) at the top of `step`."""
     views = []
     for name, messages in errors.items():
         for message in messages:
             views.append(error_view(code=f"form.{name}", message=str(message),
-                                    field=paths.get(name)))
+                                    field=paths.get(name), step=step))
     return views
 
 

@@ -55,6 +55,16 @@ _JOB_FIELD_STEPS = {
     "launch_list": STEP_COMMON,
     "deployment_parameters": STEP_COMMON,
 }
+# The engine's findings without a field, by the step whose inputs the rule judges: they are
+# listed at the top of that step (and still on step 4). A code not listed stays on step 4.
+_FIELDLESS_STEPS = {
+    # The start scripts together: each role's prepare script (step 2) around the run script
+    # (step 3, where `start_script.too_long` is shown too).
+    "manifest.too_large": STEP_COMMON,
+    # What the roles ask for in all against the Kueue quota: the workers of step 2 (every tab).
+    "admission.exceeds_quota": STEP_WORKERS,
+    "capacity.will_queue": STEP_WORKERS,
+}
 
 
 def field_anchor(path: str) -> str:
@@ -78,9 +88,12 @@ class Place:
     role: int | None = None
 
 
-def place_of(path: str | None) -> Place:
+def place_of(path: str | None, *, code: str = "", step: int | None = None) -> Place:
+    """Where the input at `path` is edited. Without a path: the step of the engine rule
+    `code` (`_FIELDLESS_STEPS`), else `step` (the step whose save refused it), else step 4.
+    On step 2 such a finding has no role tab: it is shown on every tab."""
     if not path:
-        return Place(STEP_REVIEW)
+        return Place(_FIELDLESS_STEPS.get(code) or step or STEP_REVIEW)
     role = _ROLE_PATH.fullmatch(path)
     if role is not None:
         index, rest = int(role.group(1)), role.group(2) or ""
@@ -114,7 +127,7 @@ def finding_views(findings: Iterable[Finding]) -> list[FindingView]:
         FindingView(
             code=f.code, severity=f.severity, message=str(f.message), role=f.role,
             field=f.field, anchor=field_anchor(f.field) if f.field else "",
-            place=place_of(f.field), detail=f.detail,
+            place=place_of(f.field, code=f.code), detail=f.detail,
         )
         for f in findings
     ]

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
-from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import AbstractBaseUser
 from django.http import Http404, HttpRequest, HttpResponse
@@ -81,8 +80,9 @@ def _role_index(raw: str | None, count: int) -> int:
 
 
 def _include_role(index: int) -> Callable[[FindingView], bool]:
-    """Findings edited on role `index`'s tab of step 2."""
-    return lambda f: f.place.step == STEP_WORKERS and f.place.role == index
+    """Findings edited on role `index`'s tab of step 2, and step 2's findings of no one role
+    (a refusal of the save, the job's total against its quota), shown on every tab."""
+    return lambda f: f.place.step == STEP_WORKERS and f.place.role in (index, None)
 
 
 def _panel(*, index: int, body: Mapping[str, Any], evaluation: Evaluation,
@@ -143,8 +143,10 @@ def workers(request: HttpRequest, *, job: Job) -> HttpResponse:
         job_update(job=job, user=request.user,
                    data={"roles": bodies, "wizard_step": target}, partial=True)
     except ApplicationError as exc:
-        messages.error(request, exc.message)
-        return redirect("jobs:list")
+        # The tab again with what was typed and the refusal at the top (or at its field).
+        refusals = refusal_findings(exc, default_field=None, step=STEP_WORKERS)
+        return _show_again(request, job=job, index=index, body=body, form=form,
+                           refusals=refusals)
     return redirect(step_url(job.name, target, role))
 
 
@@ -162,12 +164,14 @@ def _target(goto: Goto, *, index: int, count: int) -> tuple[int, int | None]:
 
 
 def _show_again(request: HttpRequest, *, job: Job, index: int, body: dict[str, Any],
-                form: RoleForm) -> HttpResponse:
-    """The tab again with what was typed, the form's refusals and the engine's findings."""
+                form: RoleForm, refusals: Sequence[FindingView] = ()) -> HttpResponse:
+    """The tab again with what was typed, the form's (or the save's) refusals and the
+    engine's findings."""
     evaluation = evaluate_draft(job, role_index=index, role_body=body)
     base = f"roles[{index}]"
-    errors = form_error_views(form.errors, {k: f"{base}.{v}" for k, v in _FORM_PATHS.items()})
-    findings = errors + to_views(evaluation.findings)
+    errors = form_error_views(form.errors, {k: f"{base}.{v}" for k, v in _FORM_PATHS.items()},
+                              step=STEP_WORKERS)
+    findings = [*refusals, *errors, *to_views(evaluation.findings)]
     panel = _panel(index=index, body=body, evaluation=evaluation, findings=findings,
                    selector_text=request.POST.get("selector_text", ""))
     return _render_workers(request, job=job, panel=panel, evaluation=evaluation,
@@ -212,7 +216,8 @@ def role_matches(request: HttpRequest, name: str, index: int) -> HttpResponse:
     if not form.is_valid():
         base = f"roles[{index}]"
         findings = form_error_views(
-            form.errors, {k: f"{base}.{v}" for k, v in _FORM_PATHS.items()}) + findings
+            form.errors, {k: f"{base}.{v}" for k, v in _FORM_PATHS.items()},
+            step=STEP_WORKERS) + findings
     panel = _panel(index=index, body=body, evaluation=evaluation, findings=findings,
                    rows=RowCounts(**form.posted_rows()))
     return render(request, "jobs/wizard/_live.html", {

@@ -162,7 +162,7 @@ def basics(request: HttpRequest, *, team: Team, job: Job | None) -> HttpResponse
     form = BasicsForm(request.POST)
     if not form.is_valid():
         state = _posted_state(request, form)
-        errors = form_error_views(form.errors, _BASICS_FORM_PATHS)
+        errors = form_error_views(form.errors, _BASICS_FORM_PATHS, step=STEP_ROLES)
         return _render_basics(request, job=job, state=state, findings=errors, status=400)
     state, action = _posted_basics(form, job)
     refusals = _apply_action(state, action)
@@ -181,7 +181,8 @@ def basics(request: HttpRequest, *, team: Team, job: Job | None) -> HttpResponse
             job = job_update(job=job, user=request.user, data=body, partial=True)
     except ApplicationError as exc:
         return _render_basics(request, job=job, state=state, status=400,
-                              findings=refusal_findings(exc, default_field="name"))
+                              findings=refusal_findings(exc, default_field=None,
+                                                        step=STEP_ROLES))
     if state.kept_roles:
         messages.info(request, _("The job type changed; the roles were kept because they are "
                                  "already configured."))
@@ -216,7 +217,7 @@ def basics_findings(request: HttpRequest, *, team: Team, job: Job | None) -> Htt
     state = _posted_state(request, form)
     findings = _basics_views(team=team, job=job, state=state)
     if not form.is_valid():
-        findings = form_error_views(form.errors, _BASICS_FORM_PATHS) + findings
+        findings = form_error_views(form.errors, _BASICS_FORM_PATHS, step=STEP_ROLES) + findings
     fields = _basics_fields(findings, state)
     name_ok = bool(state.name) and not fields["name"].findings
     return render(request, "jobs/wizard/_basics_live.html", {
@@ -307,7 +308,7 @@ def common(request: HttpRequest, *, job: Job) -> HttpResponse:
                               all_findings=findings, keys=keys)
     form = CommonForm(request.POST)
     if not form.is_valid():
-        errors = form_error_views(form.errors, {p: p for p in _COMMON_PATHS})
+        errors = form_error_views(form.errors, {p: p for p in _COMMON_PATHS}, step=STEP_COMMON)
         return _render_common(request, job=job, values=_posted_common(request), findings=errors,
                               all_findings=findings, status=400, keys=keys)
     goto = parse_goto(form.cleaned_data.get("goto", ""))
@@ -317,7 +318,8 @@ def common(request: HttpRequest, *, job: Job) -> HttpResponse:
                    partial=True)
     except ApplicationError as exc:
         return _render_common(request, job=job, values=_posted_common(request),
-                              findings=refusal_findings(exc, default_field=None),
+                              findings=refusal_findings(exc, default_field=None,
+                                                        step=STEP_COMMON),
                               all_findings=findings, status=400, keys=keys)
     return _saved(job, target, goto)
 
@@ -327,13 +329,14 @@ def common_findings(request: HttpRequest, *, job: Job) -> HttpResponse:
     nothing is saved): the same form checks, refusals and engine as saving the step."""
     form = CommonForm(request.POST)
     if not form.is_valid():
-        findings = form_error_views(form.errors, {p: p for p in _COMMON_PATHS}) + [
+        findings = form_error_views(form.errors, {p: p for p in _COMMON_PATHS},
+                                    step=STEP_COMMON) + [
             f for f in finding_views(evaluate(job).findings) if f.place.step != STEP_COMMON]
     else:
         try:
             preview = job_preview(job=job, data=form.body())
         except ApplicationError as exc:
-            findings = refusal_findings(exc, default_field=None)
+            findings = refusal_findings(exc, default_field=None, step=STEP_COMMON)
         else:
             findings = finding_views(evaluate(preview).findings)
     fields = _common_fields(findings)

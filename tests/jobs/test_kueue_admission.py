@@ -284,3 +284,25 @@ def test_the_pre_flight_reads_kueue_quota_never_fits_above_it_will_queue_while_u
     (finding,) = [f for f in second["findings"] if f["code"] == "capacity.will_queue"]
     assert (finding["severity"], finding["role"]) == ("warning", None)
     assert "vision-cq" in finding["message"]
+
+
+def test_the_wizard_shows_the_jobs_total_against_the_quota_on_every_tab_of_step_2(
+        cluster: Cluster, team: Team, owner: Any, admin_user: Any, client: Any) -> None:
+    """`admission.exceeds_quota` for the whole job has no field: it is listed at the top of
+    step 2 (what the roles ask for), on each role's tab, and still in step 4's findings."""
+    _job("greedy", team=team, owner=owner, admin=admin_user, head="k-head-01",
+         workers={"rlinf.io/pool": "k"})
+    client.force_login(owner)
+    alert = '<div id="step-findings" class="general-findings" role="alert">'
+    for tab in (0, 1):
+        page = client.get(f"/jobs/wizard/greedy/step-2/?role={tab}").content.decode()
+        assert alert in page, tab
+        shown = page.split(alert)[1].split("</div>")[0]
+        assert '<p class="finding error">The job asks for 24 nvidia.com/gpu in all' in shown
+        assert "admission.exceeds_quota" in shown
+    for number in (1, 3):
+        page = client.get(f"/jobs/wizard/greedy/step-{number}/").content.decode()
+        assert "admission.exceeds_quota" not in page
+    review = client.get("/jobs/wizard/greedy/step-4/").content.decode()
+    findings = review.split('id="findings"')[1]
+    assert '<a href="/jobs/wizard/greedy/step-2/">The job asks for 24 nvidia.com/gpu' in findings

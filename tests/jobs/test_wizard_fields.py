@@ -67,6 +67,22 @@ def test_each_field_is_edited_on_one_step(path: str | None, step: int, role: int
     assert (place.step, place.role) == (step, role)
 
 
+@pytest.mark.parametrize(("code", "refused_on", "step"), [
+    ("manifest.too_large", None, STEP_COMMON),  # the start scripts together
+    ("admission.exceeds_quota", None, STEP_WORKERS),  # the whole job against the quota
+    ("capacity.will_queue", None, STEP_WORKERS),
+    ("refused", STEP_COMMON, STEP_COMMON),  # a save refused with no field: its own step
+    ("form.__all__", STEP_ROLES, STEP_ROLES),
+    ("some.future_code", None, STEP_REVIEW),  # unknown and refused nowhere: step 4
+])
+def test_a_finding_without_a_field_belongs_to_the_step_of_its_rule(
+        code: str, refused_on: int | None, step: int) -> None:
+    assert place_of(None, code=code, step=refused_on) == place_of("", code=code,
+                                                                   step=refused_on)
+    place = place_of(None, code=code, step=refused_on)
+    assert (place.step, place.role) == (step, None)
+
+
 def test_findings_attach_to_the_longest_registered_prefix() -> None:
     views = finding_views([
         finding("roles[0].devices[3]"), finding("roles[0].gpus"), finding("roles[0].oddity"),
