@@ -24,6 +24,7 @@ from clusters.simulator.fleet import (
     node_spec_from_dict,
 )
 from clusters.simulator.gpumetrics import GPU_SCHEMA
+from clusters.simulator.kueue import DEACTIVATION_CAUSES
 from clusters.simulator.kueuespec import KUEUE_SCHEMA, kueue_problems, kueue_spec_from_dict
 from clusters.simulator.objects import ApiError, now_timestamp
 from clusters.simulator.pods import POD_PHASES, ContainerEnd, PodOverride
@@ -36,6 +37,12 @@ _NODE = _CLUSTER + r"/nodes/(?P<node>[^/]+)"
 _JOB = _CLUSTER + r"/namespaces/(?P<namespace>[^/]+)/jobs/(?P<name>[^/]+)"
 _POD = _CLUSTER + r"/namespaces/(?P<namespace>[^/]+)/pods/(?P<pod>[^/]+)"
 _FOREIGN_POD = _CLUSTER + r"/pods/(?P<pod>[^/]+)"
+_WORKLOAD = _CLUSTER + r"/namespaces/(?P<namespace>[^/]+)/workloads/(?P<name>[^/]+)"
+_EVICT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {"cause": {"enum": ["", *DEACTIVATION_CAUSES]}},
+}
 _END_SCHEMA: dict[str, Any] = {
     "type": ["object", "null"],
     "additionalProperties": False,
@@ -376,6 +383,24 @@ def remove_kueue(simulator: Simulator, request: Request, cluster: str) -> Respon
     return get_kueue(simulator, request, cluster)
 
 
+def evict_workload(simulator: Simulator, request: Request, cluster: str, namespace: str,
+                   name: str) -> Response:
+    """Deactivate a Workload (`spec.active: false`, as `kubectl patch workload` would; with
+    `cause`, as Kueue itself does): evicted, its Job's pods stopped, its quota released."""
+    state = _cluster(simulator, cluster)
+    document = request.json() if request.body else {}
+    _require(_EVICT_SCHEMA, document)
+    return Response(200, state.deactivate_workload(namespace, name,
+                                                   cause=document.get("cause") or ""))
+
+
+def activate_workload(simulator: Simulator, request: Request, cluster: str, namespace: str,
+                      name: str) -> Response:
+    """Reactivate a deactivated Workload (`spec.active: true`): queued again."""
+    state = _cluster(simulator, cluster)
+    return Response(200, state.activate_workload(namespace, name))
+
+
 def tick(simulator: Simulator, request: Request) -> Response:
     return Response(200, {"changed": simulator.tick()})
 
@@ -407,6 +432,8 @@ def build_router() -> Router:
     router.add("GET", _CLUSTER + "/kueue", get_kueue)
     router.add("PUT", _CLUSTER + "/kueue", put_kueue)
     router.add("DELETE", _CLUSTER + "/kueue", remove_kueue)
+    router.add("POST", _WORKLOAD + "/evict", evict_workload)
+    router.add("POST", _WORKLOAD + "/activate", activate_workload)
     router.add("POST", "/tick", tick)
     router.add("POST", "/reset", reset)
     return router

@@ -24,9 +24,37 @@ Modelled on Kueue's own sources (kubernetes-sigs/kueue: `pkg/controller/jobs/pod
   the Job ends the Workload is `Finished` ("Pods succeeded: 4/4.") and its quota is free; a
   deleted Job takes its Workload with it.
 
-Preemption, admission checks, priorities, partial admission, fair sharing and topology are not
-modelled. Quantities are kept in scheduler units (`clusters.podrequests`: millicores, bytes,
-whole devices).
+- Priority: a pod group whose pods carry `kueue.x-k8s.io/priority-class` gets that
+  WorkloadPriorityClass's value (`spec.priority`, `priorityClassName`, `priorityClassSource:
+  kueue.x-k8s.io/workloadpriorityclass`); a class the cluster does not have makes no Workload
+  (the Job gets a `WorkloadPriorityClassNotFound` Warning, its pods stay gated); none: 0.
+  Pending Workloads are tried by priority, then by creation or last eviction (Kueue's
+  `requeuingStrategy.timestamp: Eviction`).
+- Preemption within a ClusterQueue (`pkg/scheduler/preemption`, classical): when a Workload
+  does not fit and its ClusterQueue's `withinClusterQueue` is `LowerPriority` (or
+  `LowerOrNewerEqualPriority`), the admitted Workloads of that queue with a lower priority (or
+  an equal one, admitted later) are candidates, lowest priority first, then the most recently
+  admitted; they are removed until the Workload fits, then those not needed are put back. The
+  targets get `Evicted=True` reason `Preempted` and `Preempted=True` reason `InClusterQueue`,
+  both with Kueue's message ("Preempted to accommodate a workload (UID: ..., JobUID: UNKNOWN)
+  due to prioritization in the ClusterQueue; preemptor path: /vision-rl; preemptee path:
+  /vision-rl": a pod group's Workload has no `kueue.x-k8s.io/job-uid` label). The preemptor
+  waits (`QuotaReserved=False`, the flavor assigner's message) and is admitted on a later pass,
+  once the targets' quota is free.
+- Eviction (`pkg/workload/evict`, `pkg/controller/jobframework`): an evicted Workload's Job is
+  stopped (its pods are deleted and come back gated: `ClusterState` does it), then its quota is
+  released: `QuotaReserved=False` reason `Pending` with the eviction's message, `Admitted=False`
+  `NoReservation`, `status.admission` gone, and `Requeued` True for a preemption (it waits in
+  its queue again) or False for a deactivation. `deactivate` is an administrator's `spec.active:
+  false` (`Evicted` reason `Deactivated`, "The workload is deactivated", or with Kueue's own
+  causes `DeactivatedDueToRequeuingLimitExceeded` / `...MaximumExecutionTimeExceeded`); an
+  inactive Workload is not queued until `activate` (`Requeued=True` `Reactivated`, "The workload
+  was reactivated"). Admitted again: `Evicted` and `Preempted` turn False, reason
+  `QuotaReserved`, "Previously: " and the old message.
+
+Admission checks, partial admission, cohort reclamation and fair sharing, borrowWithinCohort,
+pod PriorityClasses and topology are not modelled. Quantities are kept in scheduler units
+(`clusters.podrequests`: millicores, bytes, whole devices).
 """
 
 from __future__ import annotations
@@ -48,8 +76,22 @@ VISIBILITY_API_VERSION = "visibility.kueue.x-k8s.io/v1beta1"
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 POD_GROUP_NAME_LABEL = "kueue.x-k8s.io/pod-group-name"
 POD_GROUP_TOTAL_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+WORKLOAD_PRIORITY_CLASS_SOURCE = "kueue.x-k8s.io/workloadpriorityclass"
 ADMISSION_GATE = "kueue.x-k8s.io/admission"
 _ENDED = ("Succeeded", "Failed")
+
+# Kueue's words (apis/kueue/v1beta1/workload_types.go, pkg/scheduler/preemption).
+EVICTED_BY_PREEMPTION = "Preempted"
+IN_CLUSTER_QUEUE = "InClusterQueue"
+DEACTIVATED = "Deactivated"
+DEACTIVATED_MESSAGE = "The workload is deactivated"
+DEACTIVATION_CAUSES = {
+    "RequeuingLimitExceeded": "exceeding the maximum number of re-queuing retries",
+    "MaximumExecutionTimeExceeded": "exceeding the maximum execution time",
+}
+"""The causes Kueue deactivates a Workload for by itself, with its words for each."""
+_PREEMPTION_REASONS = {IN_CLUSTER_QUEUE: "prioritization in the ClusterQueue"}
 
 Object = dict[str, Any]
 
@@ -82,6 +124,11 @@ class Workload:
     assignments: tuple[Object, ...] = ()
     usage: dict[tuple[str, str], int] = field(default_factory=dict)  # (flavor, resource)
     version: int = 0
+    priority: int = 0
+    priority_class: str = ""
+    active: bool = True  # spec.active: an inactive Workload is not queued
+    reserved: int = 0  # when its quota was last reserved (a counter): the newest goes first
+    evicting: bool = False  # Evicted=True and its Job not stopped yet (`take_evictions`)
 
     @property
     def admitted(self) -> bool:
@@ -93,7 +140,12 @@ class Workload:
 
     @property
     def pending(self) -> bool:
-        return not self.admitted and not self.finished
+        """Waiting in its queue: not admitted, not finished, active."""
+        return not self.admitted and not self.finished and self.active
+
+    @property
+    def evicted(self) -> bool:
+        return (self.conditions.get("Evicted") or {}).get("status") == "True"
 
     def set_condition(self, kind: str, status: str, reason: str, message: str,
                       now: str) -> bool:
@@ -136,6 +188,26 @@ def group_of(job: Object) -> tuple[str, str] | None:
     return None
 
 
+def priority_class_of(job: Object) -> str:
+    """The WorkloadPriorityClass the group's pods name (`kueue.x-k8s.io/priority-class`)."""
+    for task in (job.get("spec") or {}).get("tasks") or []:
+        template = task.get("template") if isinstance(task, dict) else None
+        labels = ((template or {}).get("metadata") or {}).get("labels") or {}
+        name = labels.get(PRIORITY_CLASS_LABEL)
+        if isinstance(name, str) and name:
+            return name
+    return ""
+
+
+def preemption_message(preemptor: Workload, reason: str, preemptor_path: str,
+                       preemptee_path: str) -> str:
+    """Kueue's `preemptionMessage` (pkg/scheduler/preemption/preemption.go). A pod group's
+    Workload carries no `kueue.x-k8s.io/job-uid` label: its JobUID reads UNKNOWN."""
+    return (f"Preempted to accommodate a workload (UID: {preemptor.uid or 'UNKNOWN'}, "
+            f"JobUID: UNKNOWN) due to {_PREEMPTION_REASONS.get(reason, 'UNKNOWN')}; "
+            f"preemptor path: {preemptor_path}; preemptee path: {preemptee_path}")
+
+
 def pod_sets_of(job: Object) -> tuple[tuple[PodSet, ...], str]:
     """The group's pod sets (by role hash, in the order first seen) and a problem, if any."""
     counts: dict[str, int] = {}
@@ -170,6 +242,7 @@ class KueueModel:
         self.spec = spec
         self.workloads: dict[tuple[str, str], Workload] = {}
         self._order = 0
+        self._reserved = 0
         self._version = 0
 
     @property
@@ -191,13 +264,16 @@ class KueueModel:
 
     # The pod groups
 
-    def observe(self, jobs: Iterable[Object], *, now: str | None = None) -> None:
+    def observe(self, jobs: Iterable[Object], *, now: str | None = None
+                ) -> list[tuple[Object, str]]:
         """Bring the Workloads in line with the Jobs: one for every new pod group, Finished
-        when its Job ended, gone with its Job."""
+        when its Job ended, gone with its Job. Returns the Jobs Kueue cannot make a Workload
+        for yet, each with its Warning (a WorkloadPriorityClass the cluster does not have)."""
         if self.spec is None:
-            return
+            return []
         now = now or now_timestamp()
         seen: set[tuple[str, str]] = set()
+        refused: list[tuple[Object, str]] = []
         for job in jobs:
             group = group_of(job)
             if group is None:
@@ -207,13 +283,21 @@ class KueueModel:
             seen.add(key)
             workload = self.workloads.get(key)
             if workload is None or workload.owner[1] != job["metadata"]["uid"]:
-                workload = self._create(job, key, queue, now)
+                class_name = priority_class_of(job)
+                priority = self.spec.priority_class(class_name) if class_name else None
+                if class_name and priority is None:
+                    refused.append((job, f'WorkloadPriorityClass "{class_name}" not found'))
+                    seen.discard(key)
+                    continue
+                workload = self._create(job, key, queue, now, priority=priority.value
+                                        if priority else 0, priority_class=class_name)
             phase = (job.get("status") or {}).get("phase")
             if phase in _ENDED and not workload.finished:
                 self._finish(workload, phase, now)
         for key in [k for k in self.workloads if k not in seen]:
             del self.workloads[key]
             self._version += 1
+        return refused
 
     def forget_job(self, namespace: str, name: str) -> None:
         """The Job is deleted: its Workload goes (and frees its quota) at once."""
@@ -222,13 +306,15 @@ class KueueModel:
             del self.workloads[key]
             self._version += 1
 
-    def _create(self, job: Object, key: tuple[str, str], queue: str, now: str) -> Workload:
+    def _create(self, job: Object, key: tuple[str, str], queue: str, now: str, *,
+                priority: int = 0, priority_class: str = "") -> Workload:
         sets, problem = pod_sets_of(job)
         self._order += 1
         workload = Workload(namespace=key[0], name=key[1], uid=str(uuid.uuid4()), created=now,
                             order=self._order, queue=queue,
                             owner=(job["metadata"]["name"], job["metadata"]["uid"]),
-                            pod_sets=sets, problem=problem)
+                            pod_sets=sets, problem=problem, priority=priority,
+                            priority_class=priority_class)
         self.workloads[key] = workload
         self._bump(workload)
         return workload
@@ -239,6 +325,7 @@ class KueueModel:
         workload.set_condition("Finished", "True", phase, f"Pods succeeded: {succeeded}/{total}.",
                                now)
         workload.usage = {}
+        workload.evicting = False
         self._bump(workload)
 
     def gated(self, job: Object) -> bool:
@@ -363,7 +450,7 @@ class KueueModel:
         now = now or now_timestamp()
         usage = {q.name: self._used(q.name) for q in self.spec.cluster_queues}
         admitted: list[Workload] = []
-        for workload in sorted(self.workloads.values(), key=lambda w: w.order):
+        for workload in sorted(self.workloads.values(), key=_queue_order):
             if not workload.pending:
                 continue
             blocker = self._blocker(workload)
@@ -377,6 +464,10 @@ class KueueModel:
             assert queue is not None
             assignments, taken, message = self._assign(workload, queue, usage)
             if message:
+                # The targets keep their quota until their Jobs are stopped and it is released
+                # (`release`): the preemptor is admitted on a later pass.
+                for target in self._preemption_targets(workload, queue, usage):
+                    self._preempt(target, workload, queue, now)
                 if workload.set_condition("QuotaReserved", "False", "Pending", message, now):
                     self._bump(workload)
                 continue
@@ -385,6 +476,114 @@ class KueueModel:
                 usage[queue.name][key] = usage[queue.name].get(key, 0) + amount
             admitted.append(workload)
         return admitted
+
+    # Preemption and eviction
+
+    def _preemption_targets(self, workload: Workload, queue: ClusterQueueSpec,
+                            usage: Mapping[str, Mapping[tuple[str, str], int]]
+                            ) -> list[Workload]:
+        """Kueue's classical preemption within a ClusterQueue: the fewest lower-priority
+        admitted Workloads whose quota lets `workload` fit, or none when no set of them does."""
+        policy = queue.within_cluster_queue
+        if policy not in ("LowerPriority", "LowerOrNewerEqualPriority"):
+            return []
+        candidates = [
+            w for w in self.workloads.values()
+            if w.admitted and not w.finished and not w.evicted and w.cluster_queue == queue.name
+            and (w.priority < workload.priority or (
+                policy == "LowerOrNewerEqualPriority" and w.priority == workload.priority
+                and w.order > workload.order))]
+        # Kueue's CandidatesOrdering for one queue: lowest priority, then newest admission.
+        candidates.sort(key=lambda w: (w.priority, -w.reserved))
+        trial = {name: dict(used) for name, used in usage.items()}
+        mine = trial.setdefault(queue.name, {})
+
+        def take(target: Workload, sign: int) -> None:
+            for key, amount in target.usage.items():
+                mine[key] = mine.get(key, 0) + sign * amount
+
+        def fits() -> bool:
+            return not self._assign(workload, queue, trial)[2]
+
+        targets: list[Workload] = []
+        for candidate in candidates:
+            take(candidate, -1)
+            targets.append(candidate)
+            if fits():
+                for index in range(len(targets) - 2, -1, -1):  # fillBackWorkloads
+                    take(targets[index], +1)
+                    if fits():
+                        del targets[index]
+                    else:
+                        take(targets[index], -1)
+                return targets
+        return []
+
+    def _path(self, queue: ClusterQueueSpec) -> str:
+        """Kueue's `buildCQPath`: the cohort, then the ClusterQueue."""
+        return "/" + "/".join([*([queue.cohort] if queue.cohort else []), queue.name])
+
+    def _preempt(self, target: Workload, preemptor: Workload, queue: ClusterQueueSpec,
+                 now: str) -> None:
+        path = self._path(queue)
+        message = preemption_message(preemptor, IN_CLUSTER_QUEUE, path, path)
+        target.set_condition("Evicted", "True", EVICTED_BY_PREEMPTION, message, now)
+        target.set_condition("Preempted", "True", IN_CLUSTER_QUEUE, message, now)
+        target.evicting = True
+        self._bump(target)
+
+    def deactivate(self, workload: Workload, *, cause: str = "",
+                   now: str | None = None) -> None:
+        """`spec.active: false` (an administrator's, or Kueue's own for `cause`, one of
+        `DEACTIVATION_CAUSES`): Evicted at once; an admitted one's Job is to be stopped."""
+        now = now or now_timestamp()
+        reason = f"{DEACTIVATED}DueTo{cause}" if cause else DEACTIVATED
+        message = (f"{DEACTIVATED_MESSAGE} due to {DEACTIVATION_CAUSES[cause]}" if cause
+                   else DEACTIVATED_MESSAGE)
+        workload.active = False
+        workload.set_condition("Evicted", "True", reason, message, now)
+        workload.evicting = workload.admitted
+        self._bump(workload)
+
+    def activate(self, workload: Workload, *, now: str | None = None) -> None:
+        """`spec.active: true` again: queued anew (its `Evicted` stays until admitted)."""
+        if workload.active:
+            return
+        now = now or now_timestamp()
+        workload.active = True
+        workload.set_condition("Requeued", "True", "Reactivated", "The workload was reactivated",
+                               now)
+        self._order += 1
+        workload.order = self._order
+        self._bump(workload)
+
+    def take_evictions(self) -> list[Workload]:
+        """The evicted Workloads whose Jobs are still to be stopped (then `release` each)."""
+        return sorted((w for w in self.workloads.values() if w.evicting),
+                      key=lambda w: w.order)
+
+    def release(self, workload: Workload, *, now: str | None = None) -> None:
+        """The evicted Workload's Job is stopped: its quota is released, and a preempted one
+        waits in its queue again, ordered by the eviction (jobframework's step 6)."""
+        now = now or now_timestamp()
+        evicted = workload.conditions.get("Evicted") or {}
+        reason, message = str(evicted.get("reason") or ""), str(evicted.get("message") or "")
+        requeued = reason == EVICTED_BY_PREEMPTION
+        workload.set_condition("Requeued", "True" if requeued else "False", reason, message, now)
+        workload.set_condition("QuotaReserved", "False", "Pending", message, now)
+        workload.set_condition("Admitted", "False", "NoReservation",
+                               "The workload has no reservation", now)
+        workload.cluster_queue = ""
+        workload.assignments = ()
+        workload.usage = {}
+        workload.evicting = False
+        if requeued:
+            self._order += 1
+            workload.order = self._order
+        self._bump(workload)
+
+    def find(self, namespace: str, name: str) -> Workload | None:
+        return self.workloads.get((namespace, name))
 
     def _blocker(self, workload: Workload) -> str:
         assert self.spec is not None
@@ -405,6 +604,13 @@ class KueueModel:
         workload.set_condition("QuotaReserved", "True", "QuotaReserved",
                                f"Quota reserved in ClusterQueue {queue}", now)
         workload.set_condition("Admitted", "True", "Admitted", "The workload is admitted", now)
+        for kind in ("Evicted", "Preempted"):  # workload.SetQuotaReservation's reset
+            old = workload.conditions.get(kind)
+            if old is not None and old["status"] == "True":
+                workload.set_condition(kind, "False", "QuotaReserved",
+                                       f"Previously: {old['message']}", now)
+        self._reserved += 1
+        workload.reserved = self._reserved
         self._bump(workload)
 
     # What the API serves
@@ -414,7 +620,7 @@ class KueueModel:
         if self.spec is None:
             return []
         spec = self.spec
-        ordered = sorted(self.workloads.values(), key=lambda w: w.order)
+        ordered = sorted(self.workloads.values(), key=_queue_order)
         return [w for w in ordered if w.pending and (local := spec.local_queue(
             w.namespace, w.queue)) is not None and local.cluster_queue == queue]
 
@@ -435,7 +641,11 @@ class KueueModel:
                                      "name": workload.owner[0], "uid": workload.owner[1]}],
             },
             "spec": {
-                "queueName": workload.queue, "active": True, "priority": 0,
+                "queueName": workload.queue, "active": workload.active,
+                "priority": workload.priority,
+                **({"priorityClassName": workload.priority_class,
+                    "priorityClassSource": WORKLOAD_PRIORITY_CLASS_SOURCE}
+                   if workload.priority_class else {}),
                 "podSets": [{"name": s.name, "count": s.count, "template": s.template}
                             for s in workload.pod_sets],
             },
@@ -483,6 +693,8 @@ class KueueModel:
             }
             if queue.cohort:
                 spec["cohort"] = queue.cohort
+            spec["preemption"] = {"withinClusterQueue": queue.within_cluster_queue,
+                                  "reclaimWithinCohort": "Never"}
             objects.append({
                 "apiVersion": KUEUE_API_VERSION, "kind": "ClusterQueue",
                 "metadata": {"name": queue.name, "uid": _uid("clusterqueue", queue.name),
@@ -533,6 +745,16 @@ class KueueModel:
             })
         return objects
 
+    def priority_class_objects(self) -> list[Object]:
+        """The WorkloadPriorityClasses (`kueue.x-k8s.io/v1beta1`), by name."""
+        if self.spec is None:
+            return []
+        return [{"apiVersion": KUEUE_API_VERSION, "kind": "WorkloadPriorityClass",
+                 "metadata": {"name": c.name, "uid": _uid("workloadpriorityclass", c.name),
+                              "resourceVersion": "1", "generation": 1},
+                 "value": c.value, **({"description": c.description} if c.description else {})}
+                for c in sorted(self.spec.priority_classes, key=lambda c: c.name)]
+
     def resource_flavor_objects(self) -> list[Object]:
         if self.spec is None:
             return []
@@ -550,7 +772,7 @@ class KueueModel:
                          "ownerReferences": [{"apiVersion": "rlinf.io/v1alpha1", "kind": "Job",
                                               "name": workload.owner[0],
                                               "uid": workload.owner[1]}]},
-            "priority": 0, "localQueueName": workload.queue,
+            "priority": workload.priority, "localQueueName": workload.queue,
             "positionInClusterQueue": position, "positionInLocalQueue": local_position,
         }
 
@@ -597,6 +819,11 @@ class KueueModel:
                 items.append(self._pending_item(workload, position=position, local_position=mine))
             mine += 1
         return self._summary(items)
+
+
+def _queue_order(workload: Workload) -> tuple[int, int]:
+    """Kueue's queue order: higher priority first, then creation or last eviction."""
+    return (-workload.priority, workload.order)
 
 
 def _uid(*parts: str) -> str:

@@ -1,5 +1,6 @@
 """The Kueue APIs a simulated cluster serves when its fleet entry has `kueue:` (SPEC 15):
-`kueue.x-k8s.io/v1beta1` ClusterQueues, ResourceFlavors, LocalQueues and Workloads (list and
+`kueue.x-k8s.io/v1beta1` ClusterQueues, ResourceFlavors, WorkloadPriorityClasses, LocalQueues
+and Workloads (list and
 get; lists paginated like every list here), and the visibility API's pending Workloads of a
 LocalQueue or a ClusterQueue (`visibility.kueue.x-k8s.io/v1beta1`, `limit` and `offset`).
 
@@ -84,6 +85,13 @@ def list_resource_flavors(context: Any, request: Request) -> Response:
                        items=model.resource_flavor_objects)
 
 
+def list_priority_classes(context: Any, request: Request) -> Response:
+    model = _kueue(context)
+    with context.cluster.lock:
+        return _listed(context, request, kind="workloadpriorityclasses",
+                       list_kind="WorkloadPriorityClassList", items=model.priority_class_objects)
+
+
 def list_local_queues(context: Any, request: Request, namespace: str | None = None) -> Response:
     model = _kueue(context)
     with context.cluster.lock:
@@ -153,6 +161,7 @@ def add_kueue_routes(router: Router) -> None:
     router.add("GET", f"{_KUEUE}/clusterqueues", list_cluster_queues)
     router.add("GET", f"{_KUEUE}/clusterqueues/{_NAME}", get_cluster_queue)
     router.add("GET", f"{_KUEUE}/resourceflavors", list_resource_flavors)
+    router.add("GET", f"{_KUEUE}/workloadpriorityclasses", list_priority_classes)
     router.add("GET", f"{_KUEUE}/localqueues", list_local_queues)
     router.add("GET", f"{_KUEUE}/namespaces/{_NAMESPACE}/localqueues", list_local_queues)
     router.add("GET", f"{_KUEUE}/namespaces/{_NAMESPACE}/localqueues/{_NAME}", get_local_queue)

@@ -7,6 +7,8 @@ kueue:
   cluster_queues:
     - name: vision-rl
       cohort: research            # optional: members lend each other unused quota
+      preemption:                 # optional: Kueue's spec.preemption (default Never)
+        within_cluster_queue: LowerPriority
       flavors:                    # tried in order; every flavor lists the same resources
         - name: a100
           resources:
@@ -14,6 +16,8 @@ kueue:
             cpu: {nominal_quota: 256}
   local_queues:
     - {namespace: rl-gpu-b, name: vision-rl-queue, cluster_queue: vision-rl}
+  workload_priority_classes:      # optional: named by a pod's kueue.x-k8s.io/priority-class
+    - {name: high, value: 1000}
 ```
 """
 
@@ -30,6 +34,10 @@ from clusters.quantities import QuantityError, nano_units
 PODS = "pods"
 _MAX_QUEUES = 200
 _MAX_FLAVORS = 16
+_MAX_PRIORITY_CLASSES = 100
+WITHIN_CLUSTER_QUEUE = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
+"""Kueue's `ClusterQueue.spec.preemption.withinClusterQueue` policies."""
+PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1  # a WorkloadPriorityClass value is an int32
 
 Object = dict[str, Any]
 
@@ -56,6 +64,13 @@ KUEUE_SCHEMA: Object = {
                 "properties": {
                     "name": {"type": "string"},
                     "cohort": {"type": "string"},
+                    "preemption": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            "within_cluster_queue": {"enum": list(WITHIN_CLUSTER_QUEUE)},
+                        },
+                    },
                     "flavors": {
                         "type": "array",
                         "minItems": 1,
@@ -89,6 +104,20 @@ KUEUE_SCHEMA: Object = {
                     "namespace": {"type": "string"},
                     "name": {"type": "string"},
                     "cluster_queue": {"type": "string"},
+                },
+            },
+        },
+        "workload_priority_classes": {
+            "type": "array",
+            "maxItems": _MAX_PRIORITY_CLASSES,
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["name", "value"],
+                "properties": {
+                    "name": {"type": "string"},
+                    "value": {"type": "integer"},
+                    "description": {"type": "string", "maxLength": 2048},
                 },
             },
         },
@@ -126,6 +155,7 @@ class ClusterQueueSpec:
     name: str
     flavors: tuple[FlavorSpec, ...]
     cohort: str = ""
+    within_cluster_queue: str = "Never"  # spec.preemption.withinClusterQueue
 
     def covers(self, resource: str) -> bool:
         return any(flavor.quota(resource) is not None for flavor in self.flavors)
@@ -142,9 +172,22 @@ class LocalQueueSpec:
 
 
 @dataclass(frozen=True)
+class PriorityClassSpec:
+    """A `WorkloadPriorityClass` (`kueue.x-k8s.io/v1beta1`): a name and its value."""
+
+    name: str
+    value: int
+    description: str = ""
+
+
+@dataclass(frozen=True)
 class KueueSpec:
     cluster_queues: tuple[ClusterQueueSpec, ...] = ()
     local_queues: tuple[LocalQueueSpec, ...] = ()
+    priority_classes: tuple[PriorityClassSpec, ...] = ()
+
+    def priority_class(self, name: str) -> PriorityClassSpec | None:
+        return next((c for c in self.priority_classes if c.name == name), None)
 
     def cluster_queue(self, name: str) -> ClusterQueueSpec | None:
         return next((q for q in self.cluster_queues if q.name == name), None)
@@ -211,6 +254,17 @@ def kueue_problems(document: Mapping[str, Any]) -> list[str]:
         if local["cluster_queue"] not in names:
             problems.append(f"{where}.cluster_queue: {local['cluster_queue']} is not a "
                             "ClusterQueue of this cluster")
+    classes: set[str] = set()
+    for index, priority in enumerate(document.get("workload_priority_classes", [])):
+        where = f"workload_priority_classes[{index}] ({priority['name']})"
+        if not is_dns_label(priority["name"]):
+            problems.append(f"{where}.name: must be a DNS label")
+        if priority["name"] in classes:
+            problems.append(f"{where}.name: duplicate WorkloadPriorityClass name")
+        classes.add(priority["name"])
+        if not PRIORITY_MIN <= priority["value"] <= PRIORITY_MAX:
+            problems.append(f"{where}.value: {priority['value']} is not a 32-bit integer "
+                            f"({PRIORITY_MIN} to {PRIORITY_MAX})")
     return problems
 
 
@@ -220,6 +274,8 @@ def kueue_spec_from_dict(document: Mapping[str, Any]) -> KueueSpec:
         cluster_queues=tuple(
             ClusterQueueSpec(
                 name=queue["name"], cohort=queue.get("cohort", ""),
+                within_cluster_queue=(queue.get("preemption") or {}).get(
+                    "within_cluster_queue", "Never"),
                 flavors=tuple(
                     FlavorSpec(name=flavor["name"], quotas=tuple(
                         QuotaSpec(
@@ -239,4 +295,8 @@ def kueue_spec_from_dict(document: Mapping[str, Any]) -> KueueSpec:
             LocalQueueSpec(namespace=local["namespace"], name=local["name"],
                            cluster_queue=local["cluster_queue"])
             for local in document.get("local_queues", [])),
+        priority_classes=tuple(
+            PriorityClassSpec(name=priority["name"], value=priority["value"],
+                              description=priority.get("description", ""))
+            for priority in document.get("workload_priority_classes", [])),
     )

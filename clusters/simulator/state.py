@@ -34,7 +34,7 @@ from clusters.podrequests import PodSpecError, Requests, pod_requests
 from clusters.simulator.faults import FaultInjector, FaultSpec
 from clusters.simulator.fleet import ClusterSpec, ForeignPodSpec, NodeSpec
 from clusters.simulator.gpumetrics import GpuHolder, GpuSetting, setting_from
-from clusters.simulator.kueue import KueueModel
+from clusters.simulator.kueue import KueueModel, Workload
 from clusters.simulator.kueuespec import KueueSpec
 from clusters.simulator.objects import (
     ApiError,
@@ -138,6 +138,9 @@ class ClusterState:
         self.faults.replace(self.spec.faults)
         # Kueue on this cluster (SPEC 15): the fleet file's queues, no Workloads yet.
         self.kueue = KueueModel(self.spec.kueue)
+        # Jobs whose pods Kueue deleted (eviction) and their operator made again: how often,
+        # and when the newest pods were created (their uid and creationTimestamp).
+        self._incarnations: dict[tuple[str, str], tuple[int, str]] = {}
         self._clocks: dict[tuple[str, str], StepClock] = {}
         self._gpu_settings: dict[tuple[str, str], GpuSetting] = {}
         for pod in self.spec.pods:
@@ -310,6 +313,7 @@ class ClusterState:
             self._encoded_jobs.forget(f"{namespace}/{name}")
             self._clocks.pop((namespace, name), None)
             self._creation_order.pop((namespace, name), None)
+            self._incarnations.pop((namespace, name), None)
             self.kueue.forget_job(namespace, name)
             self._pod_list = None
             self._bump()
@@ -492,11 +496,11 @@ class ClusterState:
             # Job is a new object.
             kept = self._rendered_pods.get(key)
             if kept is None or kept.job is not job or (kept.version, kept.node) != (version, node):
-                kept = _RenderedPod(job, version, node, pod_object(
+                kept = _RenderedPod(job, version, node, self._incarnated(job, ref, pod_object(
                     job, ref, cluster=self.spec.name, node=node, override=override,
                     resource_version=version, unschedulable=_told(
                         self._unschedulable.get(key), override),
-                    gated=not node and self.kueue.gated(job)))
+                    gated=not node and self.kueue.gated(job))))
                 self._rendered_pods[key] = kept
             pods.append((ref, kept.pod))
         return pods
@@ -505,11 +509,15 @@ class ClusterState:
 
     def kueue_pass(self) -> list[Object]:
         """Kueue's part of a controller pass: Workloads for new pod groups, finished ones
-        freed, then admission; the Jobs whose pods lost their scheduling gate now."""
+        freed, then admission (and the preemptions it issues), then the evicted groups'
+        Jobs stopped; the Jobs whose pods lost their scheduling gate now or were stopped."""
         with self.lock:
             if not self.kueue.enabled:
                 return []
-            self.kueue.observe(self._jobs.values())
+            for job, message in self.kueue.observe(self._jobs.values()):
+                self.record_event(job, kind="Job", name=job["metadata"]["name"],
+                                  reason="WorkloadPriorityClassNotFound", message=message,
+                                  type="Warning")
             released = []
             for workload in self.kueue.admit():
                 job = self._jobs.get((workload.namespace, workload.owner[0]))
@@ -518,7 +526,85 @@ class ClusterState:
                 for ref in pod_refs(job):
                     self._scheduled((workload.namespace, ref.name))  # re-rendered ungated
                 released.append(job)
-            return released
+            return released + self._stop_evicted()
+
+    def _stop_evicted(self) -> list[Object]:
+        """Stop the Job of every Workload Kueue evicted, as Kueue's pod integration stops a
+        pod group (`pkg/controller/jobs/pod`, `Stop`) and releases its quota once the group
+        is no longer active: each pod gets the `Stopped` event with the Workload's message
+        and is deleted; the Job's operator makes them again, with Kueue's gate on (the quota
+        is released first, so they are made gated), and the Job is Pending."""
+        stopped = []
+        for workload in self.kueue.take_evictions():
+            self.kueue.release(workload)  # first: the pods made again are gated
+            job = self._jobs.get((workload.namespace, workload.owner[0]))
+            if job is not None:
+                stopped.append(self._stop_group(job, workload.conditions["Evicted"]["message"]))
+        return stopped
+
+    def _stop_group(self, job: Object, message: str) -> Object:
+        namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
+        for ref in pod_refs(job):
+            key = (namespace, ref.name)
+            self.record_event(job, kind="Pod", name=ref.name, reason="Stopped", message=message)
+            for kept in (self._pod_overrides, self._bindings, self._unschedulable,
+                         self._gpu_settings):
+                kept.pop(key, None)
+            self._scheduled(key)
+        self._clocks.pop((namespace, name), None)  # the new Head Task starts from step 0
+        count = self._incarnations.get((namespace, name), (0, ""))[0]
+        now = now_timestamp()
+        self._incarnations[(namespace, name)] = (count + 1, now)
+        status = {k: v for k, v in (job.get("status") or {}).items()
+                  if k not in ("startTime", "reason", "message")}
+        if status.get("phase") != "Pending":
+            status["lastTransitionTime"] = now
+        status["phase"] = "Pending"  # the controller's pass gives it the gate as its reason
+        return self.replace_job_status(namespace, name, status)
+
+    def _incarnated(self, job: Object, ref: PodRef, pod: Object) -> Object:
+        """A pod made again after Kueue stopped its group: a new uid, its own creation time."""
+        metadata = job["metadata"]
+        again = self._incarnations.get((metadata["namespace"], metadata["name"]))
+        if again is None:
+            return pod
+        count, created = again
+        pod["metadata"]["uid"] = stable_uid(self.spec.name, metadata["uid"], "pod", ref.name,
+                                            str(count))
+        pod["metadata"]["creationTimestamp"] = created
+        return pod
+
+    def deactivate_workload(self, namespace: str, name: str, *, cause: str = "") -> Object:
+        """An administrator sets the Workload's `spec.active` to false (or Kueue does, for
+        `cause`): evicted at once, its Job stopped if it was admitted. 404 for no such
+        Workload, 409 for a finished one."""
+        with self.lock:
+            workload = self._workload(namespace, name)
+            if workload.finished:
+                raise ApiError(409, f'workloads.kueue.x-k8s.io "{name}" is finished',
+                               reason="Conflict", details={"name": name, "kind": "workloads"})
+            self.kueue.deactivate(workload, cause=cause)
+            self._stop_evicted()
+            self._bump()
+            return self.kueue.workload_object(workload, cluster=self.spec.name)
+
+    def activate_workload(self, namespace: str, name: str) -> Object:
+        """`spec.active` back to true: the Workload waits in its queue again."""
+        with self.lock:
+            workload = self._workload(namespace, name)
+            self.kueue.activate(workload)
+            self._bump()
+            return self.kueue.workload_object(workload, cluster=self.spec.name)
+
+    def _workload(self, namespace: str, name: str) -> Workload:
+        if not self.kueue.enabled:
+            raise ApiError(404, f'cluster {self.spec.name} does not run Kueue')
+        workload = self.kueue.find(namespace, name)
+        if workload is None:
+            raise ApiError(404, f'workloads.kueue.x-k8s.io "{name}" not found',
+                           details={"name": name, "group": "kueue.x-k8s.io",
+                                    "kind": "workloads"})
+        return workload
 
     def replace_kueue(self, spec: KueueSpec | None) -> None:
         """New queues from the control endpoint (the Workloads stay)."""

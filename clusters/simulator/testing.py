@@ -181,6 +181,19 @@ class SimulatorHandle(ABC):
         path = self._cluster_path(cluster, "namespaces", namespace, "jobs", name, "phase")
         return dict(self.control("POST", path, body))
 
+    def evict_workload(self, cluster: str, namespace: str, name: str, *,
+                       cause: str | None = None) -> dict[str, Any]:
+        """Deactivate a Kueue Workload (`spec.active: false`; `cause`: one of Kueue's own,
+        `RequeuingLimitExceeded` or `MaximumExecutionTimeExceeded`); returns the Workload."""
+        path = self._cluster_path(cluster, "namespaces", namespace, "workloads", name, "evict")
+        return dict(self.control("POST", path, {} if cause is None else {"cause": cause}))
+
+    def activate_workload(self, cluster: str, namespace: str, name: str) -> dict[str, Any]:
+        """Reactivate a deactivated Kueue Workload; returns the Workload."""
+        path = self._cluster_path(cluster, "namespaces", namespace, "workloads", name,
+                                  "activate")
+        return dict(self.control("POST", path))
+
     def patch_pod(self, cluster: str, namespace: str, pod: str, **fields: Any) -> dict[str, Any]:
         """Set a pod's `phase`, `restarts`, `waiting`, `terminated` or `lastTerminated`
         (see docs/simulator.md); returns the pod."""
