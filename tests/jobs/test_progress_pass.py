@@ -1,6 +1,7 @@
 """The progress pass against the simulator over HTTP: steps read incrementally from the Head
 Task's log after a real status pass, the `progress` of the job and run record APIs, stalls and
-recoveries sent once to a real webhook receiver, the cancel after a long stall, hostile logs."""
+recoveries sent once to a real webhook receiver and by email, carrying the run's cause when one
+is known, the cancel after a long stall, hostile logs."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 from celery import current_app
+from django.core import mail
 from django.utils import timezone
 
 from clusters.k8s import read_pod_log
@@ -25,13 +27,15 @@ from jobs.models import (
     RunRecord,
     StallEpisode,
 )
-from jobs.notify.services import webhook_set
+from jobs.notify.services import preferences_set, webhook_set
 from jobs.progress.reader import read_cluster_progress
 from jobs.records.status import sync_submitted_jobs
 from rlark_site.foundation.tenancy.models import Team
 from tests.cache_support import OBSERVE_PREFIX, clear_prefix
 from tests.jobs.notify_support import SECRET, Receiver, signature_ok
 from tests.jobs.observe_support import CLUSTER, HEAD_POD, NAMESPACE
+from tests.jobs.test_causes import wait_for_start_lines
+from tests.jobs.test_observe_causes_rules import NCCL_WATCHDOG
 
 pytestmark = pytest.mark.django_db
 JOB = "ppo-run"
@@ -141,6 +145,88 @@ def test_a_stall_and_its_recovery_are_sent_once_each_signed(
     assert stalled["event"] == f"job_stalled:{advancing.pk}:1"
     assert stalled["stall_after_seconds"] == 60 and stalled["cause"] is None
     assert NotificationEvent.objects.filter(kind=EventKind.JOB_STALLED).count() == 1
+
+
+def _stall(demo_simulator: Any, capture: Any, now: datetime, passes: int = 3) -> None:
+    """Freeze the Head Task's steps, read what came before, then `passes` passes at `now`."""
+    demo_simulator.set_progress(CLUSTER, NAMESPACE, JOB, state="frozen")
+    read_cluster_progress(cluster=CLUSTER)
+    for _ in range(passes):
+        with capture(execute=True):
+            read_cluster_progress(cluster=CLUSTER, now=now)
+
+
+def _recover(record: RunRecord, demo_simulator: Any, capture: Any, passes: int = 3) -> None:
+    """Steps again: passes until a new step is read, then `passes` more that see nothing new
+    to send (the episode is closed once)."""
+    demo_simulator.set_progress(CLUSTER, NAMESPACE, JOB, state="advancing")
+    step = progress_of(record).step
+    with capture(execute=True):
+        pass_until(record, (step or 0) + 1)
+    for _ in range(passes):
+        with capture(execute=True):
+            read_cluster_progress(cluster=CLUSTER)
+
+
+def _mails(kind_label: str) -> list[Any]:
+    return [m for m in mail.outbox if m.subject == f"[RLark] {JOB}: {kind_label}"]
+
+
+def test_job_recovered_is_emailed_once_per_episode_with_the_run_s_cause(
+        advancing: RunRecord, demo_simulator: Any, team: Team, owner: Any, member: Any,
+        receiver: Receiver, django_capture_on_commit_callbacks: Any) -> None:
+    """Two stall episodes of one run, each seen by several passes and recovered: one
+    job_stalled and one job_recovered email per episode per chooser, in the chooser's language,
+    and the signed webhooks, all naming the cause found in the Head Task's log."""
+    webhook_set(team=team, url=receiver.url, secret=SECRET, enabled=True)
+    owner.email, member.email = "owner@example.com", "member@example.com"
+    owner.save(update_fields=["email"])
+    member.save(update_fields=["email"])
+    preferences_set(user=owner, email_events=["job_stalled", "job_recovered"], language="en")
+    preferences_set(user=member, email_events=["job_recovered"], language="zh-hans")
+    capture = django_capture_on_commit_callbacks
+    pass_until(advancing, 2)
+    demo_simulator.set_progress(CLUSTER, NAMESPACE, JOB, state="frozen")
+    wait_for_start_lines(demo_simulator, HEAD_POD)
+    # The hang's evidence: the watchdog's heartbeat monitor speaks, no step comes any more.
+    demo_simulator.append_pod_log(CLUSTER, NAMESPACE, HEAD_POD, [NCCL_WATCHDOG])
+    _stall(demo_simulator, capture, timezone.now() + timedelta(seconds=600))
+    cause = RunRecord.objects.get(pk=advancing.pk).cause
+    assert (cause["tag"], cause["pod"]) == ("nccl_watchdog", HEAD_POD)
+    assert StallEpisode.objects.get(run_record=advancing, number=1).cause == cause
+    assert len(_mails("job stalled (no new training step)")) == 1
+    assert _mails("job recovered from a stall") == []
+
+    _recover(advancing, demo_simulator, capture)
+    recovered = _mails("job recovered from a stall")
+    assert [m.to for m in recovered] == [["owner@example.com"]]
+    english = recovered[0].body
+    assert "job recovered from a stall" in english
+    assert "Cause: NCCL watchdog stuck" in english and HEAD_POD in english
+    assert "watchdog got stuck for 480 seconds" in english
+    chinese = [m for m in mail.outbox if m.to == ["member@example.com"]]
+    assert [m.subject for m in chinese] == [f"[RLark] {JOB}: 作业已从停滞中恢复"]
+    assert "原因：" in chinese[0].body and HEAD_POD in chinese[0].body
+    assert "watchdog got stuck" in chinese[0].body and "Cause:" not in chinese[0].body
+
+    # A second episode of the same run: its own stall and recovery, each sent once more.
+    _stall(demo_simulator, capture, timezone.now() + timedelta(seconds=600))
+    assert StallEpisode.objects.get(run_record=advancing, number=2).ended_at is None
+    _recover(advancing, demo_simulator, capture)
+    assert StallEpisode.objects.filter(run_record=advancing, end=EpisodeEnd.RECOVERED).count() == 2
+    assert len(_mails("job stalled (no new training step)")) == 2
+    assert [m.to for m in _mails("job recovered from a stall")] == [["owner@example.com"]] * 2
+    assert len([m for m in mail.outbox if m.to == ["member@example.com"]]) == 2
+
+    sent = [json.loads(body) for _headers, body in receiver.received]
+    assert [(b["kind"], b["event"]) for b in sent] == [
+        ("job_stalled", f"job_stalled:{advancing.pk}:1"),
+        ("job_recovered", f"job_recovered:{advancing.pk}:1"),
+        ("job_stalled", f"job_stalled:{advancing.pk}:2"),
+        ("job_recovered", f"job_recovered:{advancing.pk}:2")]
+    assert all(signature_ok(headers, body) for headers, body in receiver.received)
+    assert all(b["cause"] == cause for b in sent)
+    assert NotificationEvent.objects.filter(kind=EventKind.JOB_RECOVERED).count() == 2
 
 
 def test_a_run_stalled_too_long_is_cancelled_once_captured_first(
