@@ -50,7 +50,7 @@ class LiveWeb:
             connection.close()
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -67,10 +67,12 @@ def _answers(port: int) -> bool:
         connection.close()
 
 
-def start(mode: str, log: Path) -> tuple[subprocess.Popen[bytes], LiveWeb]:
-    port = _free_port()
+def start(mode: str, log: Path, *, database_url: str | None = None
+          ) -> tuple[subprocess.Popen[bytes], LiveWeb]:
+    """Gunicorn against the test database, or against `database_url` when given."""
+    port = free_port()
     env = devservices.web_environment({
-        **os.environ, "DATABASE_URL": child_database_conninfo(),
+        **os.environ, "DATABASE_URL": database_url or child_database_conninfo(),
         "DEBUG": "1" if mode == "make-run" else "0", "RLARK_DEV_SECRETS": "1",
         "RLARK_WEB_WORKERS": "1", "RLARK_WEB_THREADS": "2", "RLARK_DB_CONN_MAX_AGE": "0",
         "RLARK_LOG_FORMAT": "console",

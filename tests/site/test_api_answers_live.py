@@ -8,6 +8,7 @@ the database (committed, so the server sees it); the others need no rows."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -17,7 +18,7 @@ from django.test import RequestFactory
 
 from rlark_site.foundation.exceptions import ApiErrorShapeMiddleware
 from rlark_site.foundation.tenancy.models import ApiToken
-from tests.site.live_web import LiveWeb
+from tests.site.live_web import LiveWeb, free_port, start, stop
 
 
 def json_error(answer: tuple[int, dict[str, str], bytes], status: int) -> dict[str, Any]:
@@ -77,6 +78,45 @@ def test_a_post_to_a_path_without_its_slash_is_a_json_404_naming_the_path_with_i
     code, headers, _body = live_web.request("GET", "/api/v1/auth/token")
     assert (code, headers["location"]) == (301, "/api/v1/auth/token/")
     json_error(live_web.request("POST", "/api/v1/no-such-endpoint", body=b"{}"), 404)
+
+
+@pytest.fixture(scope="module", params=["make-run", "production"])
+def web_without_database(request: Any, tmp_path_factory: pytest.TempPathFactory
+                         ) -> Iterator[LiveWeb]:
+    """RLark's gunicorn as `make run` / production start it, its DATABASE_URL naming a port
+    where no PostgreSQL listens (a port bound and let go: connections are refused)."""
+    nowhere = f"postgresql://postgres@127.0.0.1:{free_port()}/rlark_gone"
+    log = tmp_path_factory.mktemp(f"web-nodb-{request.param}") / "gunicorn.log"
+    process, web = start(request.param, log, database_url=nowhere)
+    try:
+        yield web
+    finally:
+        stop(process)
+
+
+def test_a_server_error_under_the_api_is_json_500(web_without_database: LiveWeb) -> None:
+    """A real 500 through gunicorn: the database is unreachable for this server process, so
+    the token lookup of an authenticated API request raises psycopg's OperationalError out of
+    the view (no view of RLark catches it). A real fault, chosen over a test-only view: no
+    settings module or urlconf exists only for this test, and the server runs exactly the
+    code and middleware production runs. With DEBUG on (`make run`) Django answers its HTML
+    technical page and with DEBUG off `handler500`; under /api/ both arrive as JSON in the one
+    shape, telling nothing of the fault; a page outside /api/ keeps its HTML 500."""
+    auth = {"Authorization": "Token " + "0f" * 32}
+    for method, path, body in (("GET", "/api/v1/teams/", None),
+                               ("GET", "/api/v1/jobs/some-run/", None),
+                               ("POST", "/api/v1/jobs/", b'{"name": "x"}')):
+        answer = web_without_database.request(
+            method, path, body=body, headers={**auth, "Content-Type": "application/json"})
+        document = json_error(answer, 500)
+        assert document == {"detail": "Server error."}, document
+        for leak in (b"OperationalError", b"Traceback", b"rlark_gone", b"psycopg"):
+            assert leak not in answer[2]
+    code, headers, _body = web_without_database.request("GET", "/health/live")
+    assert (code, headers["content-type"]) == (200, "application/json")  # the server lives
+    code, headers, _body = web_without_database.request(  # the session's row is unreadable
+        "GET", "/jobs/", headers={"Cookie": "sessionid=" + "a" * 32})
+    assert (code, headers["content-type"].split(";")[0]) == (500, "text/html")
 
 
 def test_pages_outside_the_api_keep_their_html(live_web: LiveWeb) -> None:
