@@ -412,16 +412,19 @@ def list_events(
     namespace: str,
     involved_name: str | None = None,
     involved_kind: str | None = None,
+    reason: str | None = None,
     page_size: int = 500,
     max_items: int = DEFAULT_MAX_ITEMS,
     timeout: float = DEFAULT_TIMEOUT,
     attempts: int = DEFAULT_READ_ATTEMPTS,
     base_delay: float = DEFAULT_BASE_DELAY,
 ) -> list[EventInfo]:
-    """Events of `namespace`, narrowed to one involved object's name and/or kind."""
+    """Events of `namespace`, narrowed to one involved object's name and/or kind and/or the
+    event's reason (`FailedScheduling`: one list for every pod the scheduler turned down)."""
     api = k8s.CoreV1Api(api_client_for(credentials))
     terms = [f"involvedObject.name={involved_name}" if involved_name else "",
-             f"involvedObject.kind={involved_kind}" if involved_kind else ""]
+             f"involvedObject.kind={involved_kind}" if involved_kind else "",
+             f"reason={reason}" if reason else ""]
     field_selector = ",".join(term for term in terms if term) or None
 
     def fetch(continue_token: str | None) -> tuple[int, bytes]:

@@ -442,6 +442,11 @@ class PendingRoleSerializer(serializers.Serializer):
     message = serializers.CharField(
         help_text="kube-scheduler's FailedScheduling message or Kueue's, verbatim (control "
                   "characters dropped, at most 2,000 characters); \"\" when none")
+    attempts = serializers.IntegerField(
+        allow_null=True, help_text="how many times the scheduler tried the role's waiting pods "
+        "(the largest count of their FailedScheduling events); null when none was seen")
+    last_attempt_at = serializers.DateTimeField(
+        allow_null=True, help_text="the newest of those events' last time")
     short = CapacityShortSerializer(many=True, help_text="matching nodes lacking capacity now")
 
 

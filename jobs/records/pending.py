@@ -5,7 +5,11 @@ pass with what it has already read: the pods of each namespace (the attempt capt
 per namespace: their `PodScheduled` condition carries kube-scheduler's FailedScheduling
 message, verbatim; their request and node selector), the Kueue admission it read back, and
 the cluster's nodes with their occupancy from the inventory (one query, only when a Pending
-run has an unbound pod). Nothing is read per job or per viewer.
+run has an unbound pod). Where a Pending run has a pod waiting unbound, the namespace's
+`FailedScheduling` events are listed once (`events_of`): the scheduler's message where the
+pod's condition has none (a condition not written yet, or cleared), and how many times it
+tried (`attempts`, the event's count) with the last try. Nothing is read per job or per
+viewer.
 
 What is stored (`RunRecord.pending`) are the facts: `since`, `source` and per role the
 workers, how many wait, the cluster's message and the nodes short (the pre-flight's per-node
@@ -22,7 +26,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -32,7 +36,7 @@ from django.utils.translation import ngettext
 
 from clusters.capacity import NodeCapacity
 from clusters.inventory.selectors import node_capacity_of
-from clusters.k8s import PodInfo
+from clusters.k8s import EventInfo, PodInfo
 from clusters.models import Node
 from clusters.podrequests import PODS
 from clusters.preflight import Shortfall, node_fit
@@ -49,6 +53,7 @@ SHORT_MAX = 20
 _LABEL_TASK = "rlinf.io/task"
 _LABEL_JOB = "rlinf.io/job"
 _UNSCHEDULABLE = "Unschedulable"
+_FAILED_SCHEDULING = "FailedScheduling"
 _KUEUE_WAITING = frozenset({"pending", "evicted", "preempted"})
 # C0 controls but tab and newline, DEL, C1 controls, lone surrogates: never stored or shown.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -105,9 +110,12 @@ def _matching(selector: Mapping[str, str], nodes: Sequence[NodeView]) -> int:
 
 def explain(*, pods: Sequence[PodInfo], admission: Mapping[str, Any], since: datetime | None,
             cluster: str, nodes: Sequence[NodeView] | None,
-            role_names: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The stored facts of one Pending run (pure): its pods, its admission, the nodes."""
+            role_names: Mapping[str, str] | None = None,
+            events: Mapping[str, EventInfo] | None = None) -> dict[str, Any]:
+    """The stored facts of one Pending run (pure): its pods, its admission, the nodes, and the
+    newest `FailedScheduling` event of each pod (by pod name)."""
     role_names = role_names or {}
+    events = events or {}
     kueue_waiting = str(admission.get("state") or "") in _KUEUE_WAITING
     by_task: dict[str, list[PodInfo]] = defaultdict(list)
     for pod in pods:
@@ -122,13 +130,26 @@ def explain(*, pods: Sequence[PodInfo], admission: Mapping[str, Any], since: dat
                                  "short": [], "matching": None}
         if waiting:
             told = next((p for p in waiting if p.scheduling_reason == _UNSCHEDULABLE), None)
+            heard = [events[p.name] for p in waiting if p.name in events]
+            if heard and not kueue_waiting:
+                newest = max(heard, key=lambda event: event.last_at)
+                entry["attempts"] = max(event.count for event in heard)
+                entry["last_attempt_at"] = newest.last_at or None
             if kueue_waiting:
                 entry["reason"] = clean_message(admission.get("reason"))[:255]
                 entry["message"] = clean_message(admission.get("message"))
-            elif told is not None:
+            elif told is not None and told.scheduling_message:
                 scheduler = True
                 entry["reason"] = told.scheduling_reason
                 entry["message"] = clean_message(told.scheduling_message)
+            elif heard:
+                scheduler = True
+                entry["reason"] = _UNSCHEDULABLE
+                entry["message"] = clean_message(
+                    max(heard, key=lambda event: event.last_at).message)
+            elif told is not None:
+                scheduler = True
+                entry["reason"] = told.scheduling_reason
             if nodes is not None and not kueue_waiting:
                 first = waiting[0]
                 taken = {pod.node for pod in members if pod.node}
@@ -217,6 +238,7 @@ def pending_view(facts: Mapping[str, Any] | None) -> dict[str, Any] | None:
         return None
     roles = [{"role": role.get("role") or "", "workers": role.get("workers") or 0,
               "waiting": role.get("waiting") or 0, "message": role.get("message") or "",
+              "attempts": role.get("attempts"), "last_attempt_at": role.get("last_attempt_at"),
               "short": list(role.get("short") or [])} for role in facts.get("roles") or []]
     view: dict[str, Any] = {"since": facts.get("since"), "source": facts.get("source"),
                             "summary": summary(facts), "roles": roles}
@@ -235,10 +257,23 @@ def _role_names(pks: Iterable[int]) -> dict[int, dict[str, str]]:
     return names
 
 
+def _newest_per_pod(events: Iterable[EventInfo]) -> dict[str, EventInfo]:
+    newest: dict[str, EventInfo] = {}
+    for event in events:
+        if event.kind == "Pod" and event.reason == _FAILED_SCHEDULING and (
+                event.name not in newest or event.last_at > newest[event.name].last_at):
+            newest[event.name] = event
+    return newest
+
+
 def observe_pending(records: Sequence[RunRecord], pods: Mapping[str, Sequence[PodInfo]], *,
-                    cluster: str) -> dict[int, dict[str, Any]]:
+                    cluster: str,
+                    events_of: Callable[[str], Sequence[EventInfo]] | None = None,
+                    ) -> dict[int, dict[str, Any]]:
     """Each run's `pending` now (run record id → facts; {} when not Pending), from the pods
-    listed per namespace (a namespace not listed: its runs keep what they have)."""
+    listed per namespace (a namespace not listed: its runs keep what they have) and, for a
+    namespace where a Pending run's pod waits unbound, its `FailedScheduling` events
+    (`events_of(namespace)`, called once for that namespace; [] when they cannot be read)."""
     stored = RunRecord.objects.filter(pk__in=[r.pk for r in records]).order_by().values_list(
         "pk", "state", "pending_since")
     states = {pk: state for pk, state, _since in stored}
@@ -252,8 +287,11 @@ def observe_pending(records: Sequence[RunRecord], pods: Mapping[str, Sequence[Po
     for namespace, listed in pods.items():
         for pod in listed:
             by_job[(namespace, pod.labels.get(_LABEL_JOB, ""))].append(pod)
-    unbound = any(not pod.node for r in waiting for pod in by_job[(r.namespace, r.job_name)])
-    nodes = cluster_nodes(cluster) if unbound else None
+    unbound_in = {r.namespace for r in waiting if r.namespace in pods and any(
+        not pod.node for pod in by_job[(r.namespace, r.job_name)])}
+    nodes = cluster_nodes(cluster) if unbound_in else None
+    events = {namespace: _newest_per_pod(events_of(namespace)) if events_of else {}
+              for namespace in sorted(unbound_in)}
     names = _role_names(r.pk for r in waiting)
     for record in waiting:
         if record.namespace not in pods:
@@ -262,7 +300,7 @@ def observe_pending(records: Sequence[RunRecord], pods: Mapping[str, Sequence[Po
         observed[record.pk] = explain(
             pods=by_job[(record.namespace, record.job_name)], admission=admission,
             since=since.get(record.pk), cluster=cluster, nodes=nodes,
-            role_names=names.get(record.pk))
+            role_names=names.get(record.pk), events=events.get(record.namespace))
     return observed
 
 

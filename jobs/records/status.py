@@ -32,7 +32,15 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from clusters.credentials import CredentialError, credentials_for
-from clusters.k8s import Credentials, KubeError, NotFound, PodInfo, list_jobs
+from clusters.k8s import (
+    Credentials,
+    EventInfo,
+    KubeError,
+    NotFound,
+    PodInfo,
+    list_events,
+    list_jobs,
+)
 from clusters.models import Cluster
 from jobs.gpu.reader import observe_cluster_gpus
 from jobs.models import JobState, RunRecord, StatusChange
@@ -225,6 +233,24 @@ def _namespace(record: RunRecord) -> str:
     return record.namespace
 
 
+SCHEDULING_EVENTS_MAX = 2000
+"""The most `FailedScheduling` events one namespace's list reads in a pass."""
+
+
+def _scheduling_events(credentials: Credentials, cluster: str,
+                       namespace: str) -> list[EventInfo]:
+    """The namespace's `FailedScheduling` events about pods, one list (none when it cannot be
+    read: the pods' own conditions still explain the wait)."""
+    try:
+        return list_events(credentials=credentials, namespace=namespace, involved_kind="Pod",
+                           reason="FailedScheduling", max_items=SCHEDULING_EVENTS_MAX,
+                           attempts=1)
+    except KubeError as exc:
+        logger.info("status sync: %s/%s: scheduling events not read: %s", cluster, namespace,
+                    exc)
+        return []
+
+
 def sync_cluster(*, cluster: str, now: datetime | None = None) -> SyncReport:
     """One pass over a cluster's active runs: one listing per namespace, changes in bulk."""
     now = now or timezone.now()
@@ -263,7 +289,9 @@ def sync_cluster(*, cluster: str, now: datetime | None = None) -> SyncReport:
     if not unreachable:
         pods: dict[str, list[PodInfo]] = {}
         capture_cluster(credentials, records, final_states=FINAL_STATES, listed=pods)
-        store_pending(records, observe_pending(records, pods, cluster=cluster))
+        store_pending(records, observe_pending(
+            records, pods, cluster=cluster,
+            events_of=lambda namespace: _scheduling_events(credentials, cluster, namespace)))
     observe_cluster_gpus(cluster=cluster, now=now)  # one Prometheus query; never raises for it
     emit_run_changes(records)
     return SyncReport(checked, changed, unreachable, 0)

@@ -7,7 +7,7 @@ from typing import Any
 from django.utils import translation
 
 from clusters.capacity import NodeCapacity
-from clusters.k8s import ContainerState, PodInfo
+from clusters.k8s import ContainerState, EventInfo, PodInfo
 from jobs.records.pending import MESSAGE_MAX, NodeView, clean_message, explain, summary
 
 GPU = "nvidia.com/gpu"
@@ -107,3 +107,33 @@ def test_a_hostile_message_loses_its_control_characters_and_its_length() -> None
     long = clean_message("y" * 10_000_000)
     assert len(long) == MESSAGE_MAX and long.endswith("…")
     assert clean_message(None) == ""
+
+
+def _failed(pod: str, message: str, *, count: int, last: str) -> EventInfo:
+    return EventInfo(kind="Pod", name=pod, uid=pod, type="Warning", reason="FailedScheduling",
+                     message=message, count=count, first_at="2026-12-01T10:00:00Z", last_at=last)
+
+
+def test_the_schedulers_event_explains_a_pod_whose_condition_says_nothing_and_counts_tries(
+        ) -> None:
+    """A waiting pod without a `PodScheduled` message (not written yet, or cleared): the
+    newest FailedScheduling event about the role's waiting pods is the cluster's message, and
+    the most tries any of them had is `attempts`, with the last try."""
+    older = "0/5 nodes are available: 5 Insufficient nvidia.com/gpu."
+    pods = [_pod("r-0", "rollout"), _pod("r-1", "rollout")]
+    events = {"r-0": _failed("r-0", older, count=3, last="2026-12-01T10:05:00Z"),
+              "r-1": _failed("r-1", SAID, count=7, last="2026-12-01T10:09:00Z")}
+    facts = explain(pods=pods, admission={}, since=None, cluster="c", nodes=NODES,
+                    role_names={"rollout": "Rollout"}, events=events)
+    assert facts["source"] == "scheduler"
+    (role,) = facts["roles"]
+    assert (role["message"], role["attempts"], role["last_attempt_at"]) == (
+        SAID, 7, "2026-12-01T10:09:00Z")
+    # the pod's own condition, when it has the message, stays the message; the event counts
+    pods = [_pod("r-0", "rollout", reason="Unschedulable", message=older)]
+    facts = explain(pods=pods, admission={}, since=None, cluster="c", nodes=NODES,
+                    role_names={"rollout": "Rollout"}, events={"r-0": events["r-1"]})
+    assert (facts["roles"][0]["message"], facts["roles"][0]["attempts"]) == (older, 7)
+    # without events: nothing counted, and no scheduler word means RLark's own view
+    facts = _explain([_pod("r-0", "rollout")])
+    assert facts["source"] == "rlark" and "attempts" not in facts["roles"][0]

@@ -172,6 +172,7 @@ def test_the_second_of_two_jobs_for_one_node_says_why_in_one_sentence(
     assert role["message"] == _failed_scheduling(sim, PLAIN, "second-actor-0")
     assert role["message"].startswith("0/3 nodes are available: ")
     assert (role["workers"], role["waiting"]) == (1, 1)
+    assert role["attempts"] >= 1 and role["last_attempt_at"]  # the scheduler's event, counted
     assert role["short"] == [{"cluster": PLAIN, "node": "p-head-01", "resource": GPU,
                               "free": "0", "allocatable": "8", "needed": "8"}]
     assert pending["since"] is not None
@@ -181,6 +182,7 @@ def test_the_second_of_two_jobs_for_one_node_says_why_in_one_sentence(
     text = page.content.decode()
     assert 'id="job-pending"' in text and "p-head-01 has 0 of 8 free, 8 needed" in text
     assert "0/3 nodes are available" in text
+    assert "data-pending-attempts=" in text and "The scheduler tried" in text
 
     sim.set_job_phase(PLAIN, NS[PLAIN], "first", "Succeeded")  # the node is free again
     sim.tick()
@@ -322,8 +324,11 @@ def test_the_status_pass_makes_no_per_job_cluster_calls(
         sync_cluster(cluster=PLAIN)
     five = _calls(sim, since)
     assert five == one  # five Pending jobs cost the cluster what one did
+    # the pods and the jobs of the namespace, and its FailedScheduling events (a pod waits)
     assert set(five) == {f"GET /api/v1/namespaces/{NS[PLAIN]}/pods",
+                         f"GET /api/v1/namespaces/{NS[PLAIN]}/events",
                          "GET /apis/rlinf.io/v1alpha1/namespaces/rl-gpu-p/jobs"}
+    assert five[f"GET /api/v1/namespaces/{NS[PLAIN]}/events"] == 1
     node_reads = [q for q in queries.captured_queries if '"clusters_node"' in q["sql"]]
     assert len(node_reads) == 1  # the inventory's nodes, once for all the Pending jobs
     explained = RunRecord.objects.filter(job_name__startswith="wait-")
