@@ -23,8 +23,8 @@ from django.utils.translation import gettext
 
 from clusters.inventory.selectors import ClusterInventory, cluster_inventory, matched_capacity
 from clusters.matching import match_many
-from clusters.verifications.selectors import verification_views
-from jobs.core.findings import check, has_errors
+from clusters.verifications.selectors import verification_views, verification_views_by_team
+from jobs.core.findings import check, has_errors, parameters_check
 from jobs.core.parameters import record_content
 from jobs.core.spec import (
     CheckContext,
@@ -505,3 +505,36 @@ def evaluate(job: Job, *, team_keys: Mapping[str, str] | None = None,
         team_keys=team_keys, inventory=inventory,
     )
     return Evaluation(spec=spec, ctx=ctx, findings=check(spec, ctx), inventory=inventory)
+
+
+def parameters_findings_of(
+    items: Sequence[tuple[DeploymentParameters, Job]], *,
+    team_keys: Mapping[int, Mapping[str, str]],
+) -> dict[int, list[Finding]]:
+    """What `evaluate(job)` says of each record's deployment parameters (`parameters_check`),
+    by record pk, for records each paired with a job linking it, in a bounded number of
+    queries whatever their number: every team's verifications at once, the records pointing
+    at the jobs' launch lists at once. Give the jobs with their `team` and `roles` and the
+    records with their `verifications` (`jobs.records.confirmation.confirmation_jobs`);
+    `team_keys`: each job team's SSH keys by team id."""
+    specs = {record.pk: spec_from_job(job, team_keys=team_keys[job.team_id])
+             for record, job in items}
+    wanted: dict[int, list[VerificationKey]] = {}
+    for record, job in items:
+        wanted.setdefault(job.team_id, []).extend(_verification_pairs(specs[record.pk]))
+    views = verification_views_by_team(wanted)
+    launch_lists = {job.launch_list_id for _record, job in items if job.launch_list_id}
+    pointing = dict(
+        DeploymentParameters.objects.filter(launch_list_id__in=launch_lists)
+        .values_list("launch_list_id", "id")
+    ) if launch_lists else {}
+    findings: dict[int, list[Finding]] = {}
+    for record, job in items:
+        ctx = CheckContext(
+            verifications=views.get(job.team_id, {}),
+            parameters=parameters_view(record) if record.team_id == job.team_id else None,
+            parameters_launch_list_id=record.launch_list_id,
+            launch_list_parameters_id=pointing.get(job.launch_list_id),
+        )
+        findings[record.pk] = parameters_check(specs[record.pk], ctx)
+    return findings

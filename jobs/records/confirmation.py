@@ -36,6 +36,7 @@ from rlark_site.foundation.tenancy.access import AnyUser, require_platform_admin
 __all__ = [
     "ConfirmationStatus",
     "confirmation_confirm",
+    "confirmation_jobs",
     "confirmation_reject",
     "confirmation_request",
     "confirmation_status",
@@ -103,21 +104,31 @@ def confirmation_status(parameters: DeploymentParameters, job: Job | None = None
                               job_name=current["job_name"], fingerprint=fingerprint(current))
 
 
-def confirmation_statuses(
-    records: Iterable[DeploymentParameters],
-) -> dict[int, ConfirmationStatus]:
-    """`confirmation_status` of each record (by pk) for the job it was asked for, in bounded
-    queries for a list: the jobs with their roles and teams at once, each team's SSH keys once.
-
-    Prefetch the records' `verifications` (`record_content_of` reads them)."""
-    records = list(records)
+def confirmation_jobs(records: Iterable[DeploymentParameters]) -> tuple[
+        dict[int, Job], dict[int, dict[str, str]]]:
+    """The jobs the records' confirmations were asked for (by pk, with their roles and teams)
+    and each of their teams' SSH keys (by team id), in a few queries for a whole list."""
     job_ids = {r.confirmation_job_id for r in records if r.confirmation_job_id is not None}
     jobs = {job.pk: job for job in Job.objects.filter(pk__in=job_ids)
             .select_related("team").prefetch_related("roles")} if job_ids else {}
     keys = {team_id: team_ssh_keys(team_id) for team_id in {j.team_id for j in jobs.values()}}
+    return jobs, keys
+
+
+def confirmation_statuses(
+    records: Iterable[DeploymentParameters], *,
+    jobs: tuple[dict[int, Job], dict[int, dict[str, str]]] | None = None,
+) -> dict[int, ConfirmationStatus]:
+    """`confirmation_status` of each record (by pk) for the job it was asked for, in bounded
+    queries for a list: the jobs with their roles and teams at once, each team's SSH keys once
+    (`confirmation_jobs`, unless the caller read them).
+
+    Prefetch the records' `verifications` (`record_content_of` reads them)."""
+    records = list(records)
+    by_pk, keys = jobs if jobs is not None else confirmation_jobs(records)
     statuses = {}
     for record in records:
-        job = jobs.get(record.confirmation_job_id) if record.confirmation_job_id else None
+        job = by_pk.get(record.confirmation_job_id) if record.confirmation_job_id else None
         statuses[record.pk] = confirmation_status(
             record, job, team_keys=keys[job.team_id] if job is not None else None
         )

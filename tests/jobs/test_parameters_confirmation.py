@@ -339,3 +339,88 @@ def test_a_member_requests_confirmation_from_the_record_page(job: Job, owner: An
     assert "role Actor&#x27;s GPUs changed in the job" in html
     client.post(f"{url}request-confirmation/", {"job": job.name})
     assert parameters_of(job).confirmation_state == ConfirmationState.PENDING
+
+
+def _pending_job(team: Team, owner: Any, admin_user: Any, name: str) -> Job:
+    draft = submittable_job(team=team, owner=owner, admin=admin_user, name=name, confirm=False)
+    deployment_parameters_fill_from_job(parameters=draft.deployment_parameters, job=draft,
+                                        user=owner)
+    job = Job.objects.get(pk=draft.pk)
+    requested(job, owner)
+    return job
+
+
+def _queue_queries(client: Client) -> tuple[int, str]:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        answer = client.get("/jobs/deployment-parameters/queue/")
+    assert answer.status_code == 200
+    return len(queries), answer.content.decode()
+
+
+def test_the_parameters_queue_reads_a_page_in_queries_that_do_not_grow_with_its_records(
+    job: Job, team: Team, owner: Any, admin_user: Any
+) -> None:
+    """Each record's status and the findings its job has about it, for a page of records, in
+    the queries of one (`confirmation_statuses`, `parameters_findings_of`); the findings are
+    the ones the job's own evaluation gives."""
+    requested(job, owner)
+    admin = logged_in(admin_user)
+    one, _page = _queue_queries(admin)
+    jobs = [job, *(_pending_job(team, owner, admin_user, f"ppo-run-{i}") for i in range(4))]
+    # One job drifts from its record after the request: its panel shows the mismatch.
+    job_update(job=jobs[2], user=owner, partial=True, data={"roles": _roles(jobs[2], Rollout=1)})
+    many, page = _queue_queries(admin)
+    assert page.count('class="card parameters"') == 5
+    assert many == one
+    for each in jobs:
+        expected = [c for c in codes(each) if c.startswith("deployment_parameters.")
+                    and c not in ("deployment_parameters.unconfirmed",
+                                  "deployment_parameters.confirmation_stale")]
+        panel = page.split(f'id="parameters-{each.deployment_parameters_id}"')[1].split(
+            "</article>")[0]
+        assert [c.split('"')[0] for c in panel.split('data-code="')[1:]] == expected
+    assert "deployment_parameters.gpus_mismatch" in codes(jobs[2])
+
+
+def test_the_parameters_queue_decides_in_place_with_htmx(
+    job: Job, owner: Any, admin_user: Any
+) -> None:
+    """With htmx the decision answers the record's panel re-rendered (no redirect): decided,
+    or with the error and the note kept; the form targets its own panel."""
+    record = requested(job, owner)
+    admin = logged_in(admin_user)
+    page = admin.get("/jobs/deployment-parameters/queue/").content.decode()
+    decide = f"/jobs/deployment-parameters/queue/{record.pk}/decide/"
+    assert f'hx-post="{decide}" hx-target="#parameters-{record.pk}" hx-swap="outerHTML"' in page
+
+    refused = admin.post(decide, {"decision": "reject", "note": "  "}, HTTP_HX_REQUEST="true")
+    assert refused.status_code == 200
+    html = refused.content.decode()
+    assert html.lstrip().startswith(f'<article class="card parameters" id="parameters-{record.pk}"')
+    assert 'role="alert"' in html and "Say why the deployment parameters are rejected." in html
+    assert 'name="decision" value="confirm"' in html  # still pending: the form is still there
+    assert parameters_of(job).confirmation_state == ConfirmationState.PENDING
+
+    status = confirmation_status(parameters_of(job))
+    answer = admin.post(decide, {"decision": "confirm", "note": "racks ok",
+                                 "fingerprint": status.fingerprint}, HTTP_HX_REQUEST="true")
+    assert answer.status_code == 200
+    html = answer.content.decode()
+    assert f'id="parameters-{record.pk}" data-state="confirmed"' in html
+    assert "racks ok" in html and "<form" not in html and "<html" not in html
+    assert parameters_of(job).confirmation_state == ConfirmationState.CONFIRMED
+
+
+def test_the_parameters_queue_without_javascript_still_posts_and_redirects_with_the_error(
+    job: Job, owner: Any, admin_user: Any
+) -> None:
+    record = requested(job, owner)
+    admin = logged_in(admin_user)
+    answer = admin.post(f"/jobs/deployment-parameters/queue/{record.pk}/decide/",
+                        {"decision": "reject", "note": ""}, follow=True)
+    assert answer.redirect_chain[-1][0].endswith(f"#parameters-{record.pk}")
+    assert "Say why the deployment parameters are rejected." in answer.content.decode()
+    assert parameters_of(job).confirmation_state == ConfirmationState.PENDING

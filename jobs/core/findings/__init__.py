@@ -21,7 +21,7 @@ from jobs.core.findings.images import (
     launch_list_findings,
     launch_list_image_findings,
 )
-from jobs.core.findings.job import job_findings, role_name_findings
+from jobs.core.findings.job import job_findings, record_link_findings, role_name_findings
 from jobs.core.findings.mounts import SYSTEM_DIRECTORIES, SYSTEM_TREES, mount_findings
 from jobs.core.findings.parameters import parameters_findings
 from jobs.core.findings.placement import (
@@ -42,6 +42,7 @@ __all__ = [
     "Finding",
     "check",
     "has_errors",
+    "parameters_check",
     "preflight",
 ]
 
@@ -75,3 +76,11 @@ def check(spec: JobSpec, ctx: CheckContext) -> list[Finding]:
     findings += capacity_findings(spec, ctx)
     findings += size_findings(spec, ctx, roles)
     return findings
+
+
+def parameters_check(spec: JobSpec, ctx: CheckContext) -> list[Finding]:
+    """The findings `check` gives about the job's deployment parameters (every
+    `deployment_parameters.*` code but `missing`): how the two records link, and the record
+    against the job. `ctx` needs only the verifications, the record links and `parameters`
+    (the admin queue builds it for a page of records at once)."""
+    return [*record_link_findings(spec, ctx), *parameters_findings(spec, ctx)]
