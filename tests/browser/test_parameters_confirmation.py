@@ -1,7 +1,7 @@
 """Deployment parameters confirmed by a platform admin, in a real browser, in English and in
 Simplified Chinese: a member's draft is blocked on step 4 by its unconfirmed parameters; the
 member fills them from the job and asks for confirmation; a platform admin confirms them in
-the admin queue's "Deployment parameters" tab; the member's step 4 then submits. Screenshots go
+the admin queue's "Deployment parameters" tab (the panel updates in place); the member's step 4 then submits. Screenshots go
 to ``test-artifacts/parameters-<lang>-*.png``."""
 
 from __future__ import annotations
@@ -83,8 +83,13 @@ def _admin_confirms(browser: Browser, live_server: Any, draft: Job, admin: Any,
         expect(panel.locator(".finding.ok")).to_have_text(TEXT[lang]["exact"])
         panel.locator("textarea[name=note]").fill("Head node and CPU pool checked.")
         screenshot(page, f"parameters-{lang}-3-queue-pending")
-        with page.expect_navigation():
-            panel.locator("button[value=confirm]").click()
+        url = page.url
+        panel.locator("button[value=confirm]").click()  # htmx: the panel updates in place
+        expect(panel).to_have_attribute("data-state", "confirmed")
+        expect(panel).to_contain_text(TEXT[lang]["confirmed"])
+        expect(panel.locator("form")).to_have_count(0)
+        assert page.url == url
+        page.reload()  # the pending list no longer holds it
         expect(page.locator(f"#parameters-{draft.deployment_parameters_id}")).to_have_count(0)
         page.goto(f"{base}/jobs/deployment-parameters/queue/?state=confirmed")
         decided = page.locator(f"#parameters-{draft.deployment_parameters_id}")
