@@ -12,9 +12,11 @@ the Job's own cluster, or of every cluster of the fleet network domain its
 A pod that fits nowhere stays Pending with `PodScheduled=False`, `reason: Unschedulable`
 and kube-scheduler's message, and gets a `FailedScheduling` event (again only when the
 message changes). Pods bind one by one, without gang scheduling: a Job whose pods only
-partly fit holds the nodes its bound pods got. A Job becomes Running once all its pods are
-bound; until then its status says, per Task short of nodes, how many it needs and how many
-it has. Succeeded and Failed are set from outside (the control endpoint).
+partly fit holds the nodes its bound pods got, and those pods start (the kubelet's
+`startTime`, a running container, phase Running, its Pulled / Created / Started events) at
+once. A Job becomes Running once all its pods are bound; until then its status says, per
+Task short of nodes, how many it needs and how many it has. Succeeded and Failed are set
+from outside (the control endpoint).
 """
 
 from __future__ import annotations
@@ -109,6 +111,7 @@ def _schedule_task(cluster: ClusterState, job: dict[str, Any], task: dict[str, A
         cluster.record_event(job, kind="Pod", name=ref.name, reason="Scheduled",
                              message=f"Successfully assigned {namespace}/{ref.name} to "
                                      f"{node.node.name}")
+        _started_events(cluster, job, ref)
     placed = sum(1 for ref in refs if cluster.binding(namespace, ref.name) is not None)
     if placed >= len(refs):
         return newly, None
@@ -242,23 +245,21 @@ def reconcile_cluster(
             new = pending_status(status, problems, now) if problems else running_status(status, now)
             if _comparable(new) != _comparable(status):
                 metadata = job["metadata"]
-                updated = cluster.replace_job_status(metadata["namespace"], metadata["name"], new)
-                if not problems:
-                    _started_events(cluster, updated)
+                cluster.replace_job_status(metadata["namespace"], metadata["name"], new)
                 changed += 1
     return changed
 
 
-def _started_events(cluster: ClusterState, job: dict[str, Any]) -> None:
-    """The kubelet's events once a Job's pods start."""
-    for ref in pod_refs(job):
-        image = main_container(ref.template).get("image") or ""
-        for reason, message in (
-            ("Pulled", f'Container image "{image}" already present on machine'),
-            ("Created", "Created container main"),
-            ("Started", "Started container main"),
-        ):
-            cluster.record_event(job, kind="Pod", name=ref.name, reason=reason, message=message)
+def _started_events(cluster: ClusterState, job: dict[str, Any], ref: PodRef) -> None:
+    """The kubelet's events as it starts a pod just bound to its node (the image is present),
+    whether or not the rest of the Job's gang has nodes yet."""
+    image = main_container(ref.template).get("image") or ""
+    for reason, message in (
+        ("Pulled", f'Container image "{image}" already present on machine'),
+        ("Created", "Created container main"),
+        ("Started", "Started container main"),
+    ):
+        cluster.record_event(job, kind="Pod", name=ref.name, reason=reason, message=message)
 
 
 def _comparable(status: dict[str, Any]) -> dict[str, Any]:

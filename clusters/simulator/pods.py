@@ -1,7 +1,10 @@
 """Pods, their logs and events, derived from a Job as a Job controller would make them.
 
-Every Task of a Job has `replicas` pods named `<job>-<task>-<index>`. A pod's phase follows
-the Job's (Pending while the Job is Pending, then Running, Succeeded or Failed) unless the
+Every Task of a Job has `replicas` pods named `<job>-<task>-<index>`. A pod starts when it is
+bound, as a real kubelet starts it once the scheduler put it on its node (the image is always
+present): from then on it has a `startTime` and a running container, and is `Running` even
+while the Job is still Pending because others of its gang wait for nodes. Otherwise its phase
+follows the Job's (Pending while unbound, Succeeded or Failed when the Job ended) unless the
 control endpoint set it (`PodOverride`). Its log is deterministic: lines the start script
 would print (identity, `ray start`, the run script traced as `bash -x` would, `echo` output)
 timed one second apart from the pod's start, then the lines the control endpoint appended.
@@ -125,20 +128,31 @@ def _labels(job: Object, ref: PodRef) -> dict[str, str]:
     }
 
 
-def pod_phase(job: Object, override: PodOverride | None) -> str:
+def pod_phase(job: Object, override: PodOverride | None, started: str | None = None) -> str:
+    """The pod's phase: the control endpoint's, else Running once the pod started (`started`:
+    its start, see `pod_start`) while the Job is still Pending, else the Job's."""
     if override is not None and override.phase is not None:
         return override.phase
     phase = str((job.get("status") or {}).get("phase") or "Pending")
+    if phase == "Pending" and started:
+        return "Running"
     return phase if phase in POD_PHASES else "Pending"
 
 
 def started_at(job: Object) -> str | None:
-    """When the pods started: the Job's `startTime` (None while it never ran)."""
+    """When the Job's whole gang was running: its `startTime` (None while it never was)."""
     return (job.get("status") or {}).get("startTime")
 
 
-def _container_state(job: Object, phase: str, override: PodOverride | None) -> Object:
-    start = started_at(job)
+def pod_start(job: Object, bound_at: str | None) -> str | None:
+    """When the pod started: when it was bound (the kubelet accepted it and started its
+    container), else, for a pod of a Job that runs without having been scheduled here (forced
+    Running, or restored from a state file), the Job's `startTime`; None while neither."""
+    return bound_at or started_at(job)
+
+
+def _container_state(job: Object, phase: str, override: PodOverride | None,
+                     start: str | None) -> Object:
     if override is not None and override.waiting_reason:
         return {"waiting": {"reason": override.waiting_reason,
                             "message": override.waiting_message}}
@@ -155,14 +169,14 @@ def _container_state(job: Object, phase: str, override: PodOverride | None) -> O
 
 
 def _container_status(job: Object, ref: PodRef, phase: str,
-                      override: PodOverride | None) -> Object:
+                      override: PodOverride | None, start: str | None) -> Object:
     container = main_container(ref.template)
-    state = _container_state(job, phase, override)
+    state = _container_state(job, phase, override, start)
     restarts = override.restarts if override is not None else 0
     last: Object = {}
     if override is not None and restarts > 0:
         end = override.last_terminated or ContainerEnd("Error", 1)
-        last = end.to_state(started_at(job) or "")
+        last = end.to_state(start or "")
     return {
         "name": str(container.get("name") or MAIN_CONTAINER),
         "image": str(container.get("image") or ""),
@@ -237,20 +251,23 @@ def pod_spec(ref: PodRef) -> Object:
 
 def pod_object(job: Object, ref: PodRef, *, cluster: str, node: str,
                override: PodOverride | None, resource_version: int,
-               unschedulable: Unschedulable | None = None, gated: bool = False) -> Object:
+               unschedulable: Unschedulable | None = None, gated: bool = False,
+               bound_at: str | None = None) -> Object:
     """The Pod as `GET /api/v1/namespaces/{ns}/pods/{name}` returns it. `gated`: Kueue has not
-    admitted its pod group yet (its scheduling gate is on, the scheduler leaves it alone)."""
+    admitted its pod group yet (its scheduling gate is on, the scheduler leaves it alone).
+    `bound_at`: when the scheduler bound it (its start, `pod_start`)."""
     metadata = job["metadata"]
     namespace = metadata["namespace"]
-    phase = pod_phase(job, override)
+    start = pod_start(job, bound_at if node else None)
+    phase = pod_phase(job, override, start)
     condition = _GATED_CONDITION if gated else _scheduled_condition(node, unschedulable)
     status: Object = {
         "phase": phase,
         "conditions": [condition],
-        "containerStatuses": [_container_status(job, ref, phase, override)],
+        "containerStatuses": [_container_status(job, ref, phase, override, start)],
     }
-    if started_at(job):
-        status["startTime"] = started_at(job)
+    if start:
+        status["startTime"] = start
     if node:
         status["podIP"] = _pod_ip(cluster, namespace, ref.name)
     spec = pod_spec(ref)
@@ -327,9 +344,9 @@ def start_lines(job: Object, ref: PodRef, node: str) -> list[str]:
     return lines
 
 
-def timed_start_lines(job: Object, ref: PodRef, node: str) -> list[tuple[datetime, str]]:
-    """The start lines, one second apart from the pod's start; none before it started."""
-    start = started_at(job)
+def timed_start_lines(job: Object, ref: PodRef, node: str,
+                      start: str | None) -> list[tuple[datetime, str]]:
+    """The start lines, one second apart from the pod's `start`; none before it started."""
     if start is None:
         return []
     origin = parse_time(start)

@@ -55,6 +55,7 @@ from clusters.simulator.pods import (
     pod_phase,
     pod_refs,
     pod_spec,
+    pod_start,
     start_lines,
     timed_start_lines,
 )
@@ -389,11 +390,14 @@ class ClusterState:
                 self._requests[key] = kept
             return kept[1]
 
-    def bind(self, job: Object, ref: PodRef, *, cluster: str, node: str) -> None:
-        """Bind a Job's pod to a node (of `cluster`, for a Job spanning a network domain)."""
+    def bind(self, job: Object, ref: PodRef, *, cluster: str, node: str,
+             at: str | None = None) -> None:
+        """Bind a Job's pod to a node (of `cluster`, for a Job spanning a network domain). The
+        node's kubelet starts it at once (`at`, default now: its `startTime`)."""
         with self.lock:
             key = (job["metadata"]["namespace"], ref.name)
-            self._bindings[key] = Binding(cluster, node, ref.job, ref.task)
+            self._bindings[key] = Binding(cluster, node, ref.job, ref.task,
+                                          at or now_timestamp())
             self._unschedulable.pop(key, None)
             self._scheduled(key)
 
@@ -421,7 +425,7 @@ class ClusterState:
                 job = self._jobs.get((namespace, bound.job))
                 if job is None:
                     continue
-                if pod_phase(job, self._pod_overrides.get((namespace, pod))) in _ENDED:
+                if self._phase(job, (namespace, pod)) in _ENDED:
                     continue
                 ref = PodRef(job=bound.job, task=bound.task, index=0, template=_template(
                     job, bound.task))
@@ -444,8 +448,7 @@ class ClusterState:
                         setting=self._gpu_settings.get(key) or GpuSetting())))
             for (namespace, pod), bound in self._bindings.items():
                 job = self._jobs.get((namespace, bound.job))
-                if job is None or pod_phase(
-                        job, self._pod_overrides.get((namespace, pod))) != "Running":
+                if job is None or self._phase(job, (namespace, pod)) != "Running":
                     continue
                 ref = PodRef(job=bound.job, task=bound.task, index=0, template=_template(
                     job, bound.task))
@@ -465,6 +468,12 @@ class ClusterState:
             self._gpu_settings[key] = setting_from(document, self._gpu_settings.get(key))
             return {"namespace": namespace, "pod": pod, **self._gpu_settings[key].as_dict()}
 
+    def _phase(self, job: Object, key: tuple[str, str]) -> str:
+        """The phase of a Job's pod (`pods.pod_phase`): Running once bound and started."""
+        bound = self._bindings.get(key)
+        return pod_phase(job, self._pod_overrides.get(key),
+                         pod_start(job, bound.at if bound is not None else None))
+
     def _force_binding(self, job: Object, ref: PodRef) -> str:
         """The node of a pod whose Job runs without having been scheduled (forced Running
         through the control endpoint, or brought back from a state file): the first ready
@@ -476,7 +485,8 @@ class ClusterState:
         for node in sorted(self._node_specs.values(), key=lambda n: n.name):
             if node.ready and node.name not in taken and all(
                     node.labels.get(k) == v for k, v in selector.items()):
-                self.bind(job, ref, cluster=self.spec.name, node=node.name)
+                self.bind(job, ref, cluster=self.spec.name, node=node.name,
+                          at=(job.get("status") or {}).get("startTime"))
                 return node.name
         return ""
 
@@ -500,7 +510,8 @@ class ClusterState:
                     job, ref, cluster=self.spec.name, node=node, override=override,
                     resource_version=version, unschedulable=_told(
                         self._unschedulable.get(key), override),
-                    gated=not node and self.kueue.gated(job))))
+                    gated=not node and self.kueue.gated(job),
+                    bound_at=bound.at if bound is not None else None)))
                 self._rendered_pods[key] = kept
             pods.append((ref, kept.pod))
         return pods
@@ -732,7 +743,8 @@ class ClusterState:
                 if override is None or override.restarts == 0:
                     raise ApiError(400, f'previous terminated container "main" in pod "{name}" '
                                         "not found")
-                return [*timed_start_lines(job, ref, node), *override.previous_lines]
+                return [*timed_start_lines(job, ref, node, pod["status"].get("startTime")),
+                        *override.previous_lines]
             if not pod["status"].get("startTime"):
                 raise ApiError(400, f'container "main" in pod "{name}" is waiting to start: '
                                     "ContainerCreating")
@@ -740,7 +752,7 @@ class ClusterState:
             steps = self._step_lines(job, ref, node, since=since, tail_lines=tail_lines)
             merged = heapq.merge(appended, steps, key=lambda item: item[0]) if steps \
                 else appended
-            return [*timed_start_lines(job, ref, node), *merged]
+            return [*timed_start_lines(job, ref, node, pod["status"]["startTime"]), *merged]
 
     # Training progress of Head Tasks
 
@@ -804,7 +816,8 @@ class ClusterState:
             job, ref, pod = self._find_pod(namespace, name)
             _, override = self.override_pod(namespace, name)
             target = override.previous_lines if previous else override.current_lines
-            earlier = [*timed_start_lines(job, ref, pod["spec"].get("nodeName", "")), *target]
+            earlier = [*timed_start_lines(job, ref, pod["spec"].get("nodeName", ""),
+                                          pod["status"].get("startTime")), *target]
             moment = datetime.now(UTC)
             if earlier and earlier[-1][0] >= moment:
                 moment = earlier[-1][0] + timedelta(microseconds=1)
@@ -969,6 +982,7 @@ class Binding:
     node: str
     job: str
     task: str
+    at: str  # when it was bound: the pod's start (the kubelet starts it at once)
 
 
 @dataclass(frozen=True)

@@ -151,6 +151,50 @@ def test_replicas_bind_one_per_node_and_a_partly_placed_job_holds_its_nodes(
     assert _phase(gpu_a, "later") == "Pending"
 
 
+def test_bound_pods_of_an_incomplete_gang_start_while_the_job_is_pending(
+    sim: InProcessSimulator, gpu_a: k8s.Credentials
+) -> None:
+    """The kubelet starts a pod once it is bound (startTime, a running container, Running),
+    whether or not the rest of its gang has nodes: 11 of 12 start, the 12th waits."""
+    _create(gpu_a, "wide", task_body("actor", replicas=12, selector=POOL, gpus=8))
+
+    sim.tick()
+
+    assert _phase(gpu_a, "wide") == "Pending"
+    started = _pod(sim, "wide-actor-0")
+    assert started["status"]["phase"] == "Running"
+    assert started["status"]["startTime"]
+    (container,) = started["status"]["containerStatuses"]
+    assert container["state"] == {"running": {"startedAt": started["status"]["startTime"]}}
+    assert container["ready"] is True
+    waiting = _pod(sim, "wide-actor-11")
+    assert waiting["status"]["phase"] == "Pending"
+    assert "startTime" not in waiting["status"]
+    assert waiting["status"]["containerStatuses"][0]["state"] == {
+        "waiting": {"reason": "ContainerCreating"}}
+    events = k8s.list_events(credentials=gpu_a, namespace=NS, involved_name="wide-actor-0")
+    assert [e.reason for e in events] == ["Scheduled", "Pulled", "Created", "Started"]
+    assert [e.reason for e in k8s.list_events(credentials=gpu_a, namespace=NS,
+                                              involved_name="wide-actor-11")] == [
+        "FailedScheduling"]
+    log = k8s.read_pod_log(credentials=gpu_a, namespace=NS, name="wide-actor-0")
+    assert log.text.startswith("rlark: task actor replica 0 on node a-node-01")
+    # The listed pods say the same (the cluster-wide list RLark's status pass reads).
+    status, listed = _get(sim, "gpu-a", f"/api/v1/namespaces/{NS}/pods")
+    assert status == 200
+    phases = {p["metadata"]["name"]: p["status"]["phase"] for p in listed["items"]}
+    assert sorted(phases.values()).count("Running") == 11
+    assert phases["wide-actor-11"] == "Pending"
+
+    sim.patch_node("gpu-a", "a-node-12", ready=True)
+    sim.tick()
+
+    assert _phase(gpu_a, "wide") == "Running"
+    job_start = k8s.get_job(credentials=gpu_a, namespace=NS, name="wide")["status"]["startTime"]
+    assert _pod(sim, "wide-actor-0")["status"]["startTime"] <= job_start
+    assert _pod(sim, "wide-actor-11")["status"]["startTime"] == job_start
+
+
 def test_a_second_replica_never_shares_its_tasks_node(
     sim: InProcessSimulator, gpu_a: k8s.Credentials
 ) -> None:
