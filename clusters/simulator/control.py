@@ -26,8 +26,8 @@ from clusters.simulator.fleet import (
 from clusters.simulator.gpumetrics import GPU_SCHEMA
 from clusters.simulator.kueue import DEACTIVATION_CAUSES
 from clusters.simulator.kueuespec import KUEUE_SCHEMA, kueue_problems, kueue_spec_from_dict
-from clusters.simulator.objects import ApiError, now_timestamp
-from clusters.simulator.pods import POD_PHASES, ContainerEnd, PodOverride
+from clusters.simulator.objects import ApiError, now_timestamp, stable_uid
+from clusters.simulator.pods import POD_PHASES, ContainerEnd, Disruption, PodOverride
 from clusters.simulator.routing import Request, Response, Router
 from clusters.simulator.scheduler import fit_refusal, node_allocatable
 from clusters.simulator.state import ClusterState
@@ -80,6 +80,38 @@ _LOG_SCHEMA: dict[str, Any] = {
         "previous": {"type": "boolean"},
     },
 }
+_POD_EVICT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "resource": {"enum": ["memory", "ephemeral-storage", "pid"]},
+        "threshold": {"type": "string", "minLength": 1, "maxLength": 64},
+        "available": {"type": "string", "minLength": 1, "maxLength": 64},
+        "usage": {"type": ["string", "null"], "minLength": 1, "maxLength": 64},
+    },
+}
+_PREEMPT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "preemptor": {"type": "string", "minLength": 1, "maxLength": 253},
+        "scheduler": {"type": "string", "minLength": 1, "maxLength": 253},
+    },
+}
+# The kubelet's eviction (pkg/kubelet/eviction/helpers.go): `status.reason`, and its message
+# fragments, each ending in ". " (the pod's message keeps the trailing space).
+EVICTED_REASON = "Evicted"
+_NODE_LOW = "The node was low on resource: {resource}. "
+_THRESHOLD_MET = "Threshold quantity: {threshold}, available: {available}. "
+_CONTAINER_USAGE = "Container {container} was using {usage}, request is {request}, " \
+    "has larger consumption of {resource}. "
+# The DisruptionTarget reasons (v1.PodReasonTerminationByKubelet, PodReasonPreemptionByScheduler)
+# and kube-scheduler's preemption condition message and victim event
+# (pkg/scheduler/framework/preemption).
+_BY_KUBELET = "TerminationByKubelet"
+_BY_SCHEDULER = "PreemptionByScheduler"
+_PREEMPTING = "{scheduler}: preempting to accommodate a higher priority pod"
+_PREEMPTED_EVENT = "Preempted by pod {uid} on node {node}"
 _WAITING_EVENTS = {
     "CrashLoopBackOff": ("BackOff", "Back-off restarting failed container main in pod {pod}"),
     "ImagePullBackOff": ("BackOff", 'Back-off pulling image "{image}"'),
@@ -331,6 +363,90 @@ def _pod_events(state: ClusterState, job: dict[str, Any], pod: str,
                                    f"(exit code {end.exit_code})")
 
 
+def _running_pod(state: ClusterState, namespace: str, pod: str) -> dict[str, Any]:
+    """The pod, which must be running on a node (a kubelet evicts, a scheduler preempts, only
+    pods that hold a node); 409 otherwise, 404 for no such pod, 400 for a foreign pod."""
+    if state.is_foreign_pod(namespace, pod):
+        raise ApiError(400, f"pod {pod} is a foreign workload's: delete it instead")
+    found = state.get_pod(namespace, pod)
+    if found["status"]["phase"] != "Running" or not found["spec"].get("nodeName"):
+        raise ApiError(409, f'pod "{pod}" is not running on a node (phase '
+                            f'{found["status"]["phase"]})', reason="Conflict")
+    return found
+
+
+def _request_of(pod: dict[str, Any], resource: str) -> str:
+    containers = pod["spec"].get("containers") or [{}]
+    requests = ((containers[0].get("resources") or {}).get("requests") or {})
+    return str(requests.get(resource, "0"))
+
+
+def evict_pod(simulator: Simulator, request: Request, cluster: str, namespace: str,
+              pod: str) -> Response:
+    """The node's kubelet evicts the pod under resource pressure (a hard threshold: no grace
+    period): phase Failed, `status.reason` Evicted with the kubelet's message, a
+    `DisruptionTarget` condition (TerminationByKubelet), its container killed (exit 137), the
+    kubelet's `Evicted` (Warning) and `Killing` events. Its capacity is free again."""
+    state = _cluster(simulator, cluster)
+    document = request.json()
+    _require(_POD_EVICT_SCHEMA, document)
+    resource = document.get("resource", "memory")
+    with state.lock:
+        found = _running_pod(state, namespace, pod)
+        message = _NODE_LOW.format(resource=resource) + _THRESHOLD_MET.format(
+            threshold=document.get("threshold", "100Mi"),
+            available=document.get("available", "12Mi"))
+        container = found["status"]["containerStatuses"][0]["name"]
+        if document.get("usage"):
+            message += _CONTAINER_USAGE.format(
+                container=container, usage=document["usage"], resource=resource,
+                request=_request_of(found, resource))
+        job, override = state.override_pod(namespace, pod)
+        now = now_timestamp()
+        override.phase = "Failed"
+        override.waiting_reason = None
+        override.terminated = ContainerEnd("Error", 137, finished_at=now)
+        override.disruption = Disruption(_BY_KUBELET, message, now, pod_reason=EVICTED_REASON)
+        state.record_event(job, kind="Pod", name=pod, reason=EVICTED_REASON, type="Warning",
+                           message=message)
+        state.record_event(job, kind="Pod", name=pod, reason="Killing",
+                           message=f"Stopping container {container}")
+        return Response(200, state.get_pod(namespace, pod))
+
+
+def preempt_pod(simulator: Simulator, request: Request, cluster: str, namespace: str,
+                pod: str) -> Response:
+    """kube-scheduler preempts the pod for a higher-priority one (`preemptor`, a pod name):
+    a `DisruptionTarget` condition (PreemptionByScheduler, "<scheduler>: preempting to
+    accommodate a higher priority pod"), the scheduler's `Preempted` event ("Preempted by pod
+    <uid> on node <node>"), then the graceful deletion: the kubelet's `Killing` event, its
+    container ended by SIGTERM (exit 143), phase Failed. A real API server then removes the
+    pod; here it stays, Failed, until its Job goes. Its capacity is free again."""
+    state = _cluster(simulator, cluster)
+    document = request.json()
+    _require(_PREEMPT_SCHEMA, document)
+    scheduler = document.get("scheduler", "default-scheduler")
+    preemptor = document.get("preemptor", "high-priority")
+    with state.lock:
+        found = _running_pod(state, namespace, pod)
+        node = found["spec"]["nodeName"]
+        container = found["status"]["containerStatuses"][0]["name"]
+        job, override = state.override_pod(namespace, pod)
+        now = now_timestamp()
+        override.disruption = Disruption(_BY_SCHEDULER, _PREEMPTING.format(scheduler=scheduler),
+                                         now)
+        override.phase = "Failed"
+        override.waiting_reason = None
+        override.terminated = ContainerEnd("Error", 143, finished_at=now)
+        uid = stable_uid(cluster, "preemptor", namespace, preemptor)
+        state.record_event(job, kind="Pod", name=pod, reason="Preempted",
+                           message=_PREEMPTED_EVENT.format(uid=uid, node=node),
+                           component=scheduler)
+        state.record_event(job, kind="Pod", name=pod, reason="Killing",
+                           message=f"Stopping container {container}")
+        return Response(200, state.get_pod(namespace, pod))
+
+
 def append_pod_log(simulator: Simulator, request: Request, cluster: str, namespace: str,
                    pod: str) -> Response:
     """Append lines to the pod's current (or, with `previous`, previous) container log."""
@@ -426,6 +542,8 @@ def build_router() -> Router:
     router.add("POST", _JOB + "/progress", set_progress)
     router.add("PATCH", _POD, patch_pod)
     router.add("POST", _POD + "/log", append_pod_log)
+    router.add("POST", _POD + "/evict", evict_pod)
+    router.add("POST", _POD + "/preempt", preempt_pod)
     router.add("PUT", _POD + "/gpu", set_pod_gpu)
     router.add("GET", _CLUSTER + "/creates", created_bodies)
     router.add("GET", _CLUSTER + "/requests", received_requests)

@@ -69,7 +69,20 @@ class PodOverride:
     current_lines: list[tuple[datetime, str]] = field(default_factory=list)
     previous_lines: list[tuple[datetime, str]] = field(default_factory=list)
     scheduler_message: str | None = None  # replaces kube-scheduler's message while unbound
+    disruption: Disruption | None = None  # evicted or preempted (the control endpoint)
     version: int = 0
+
+
+@dataclass(frozen=True)
+class Disruption:
+    """How the pod was made to go, as the cluster writes it: its `DisruptionTarget` condition
+    (`condition_reason`, `message`, since `at`) and, for a kubelet eviction, the pod's own
+    `status.reason` / `status.message` (`pod_reason`: `Evicted`; empty for a preemption)."""
+
+    condition_reason: str
+    message: str
+    at: str
+    pod_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -261,13 +274,22 @@ def pod_object(job: Object, ref: PodRef, *, cluster: str, node: str,
     start = pod_start(job, bound_at if node else None)
     phase = pod_phase(job, override, start)
     condition = _GATED_CONDITION if gated else _scheduled_condition(node, unschedulable)
+    conditions = [condition]
+    disruption = override.disruption if override is not None else None
+    if disruption is not None:
+        conditions.append({"type": "DisruptionTarget", "status": "True",
+                           "reason": disruption.condition_reason, "message": disruption.message,
+                           "lastProbeTime": None, "lastTransitionTime": disruption.at})
     status: Object = {
         "phase": phase,
-        "conditions": [condition],
+        "conditions": conditions,
         "containerStatuses": [_container_status(job, ref, phase, override, start)],
     }
     if start:
         status["startTime"] = start
+    if disruption is not None and disruption.pod_reason:
+        status["reason"] = disruption.pod_reason
+        status["message"] = disruption.message
     if node:
         status["podIP"] = _pod_ip(cluster, namespace, ref.name)
     spec = pod_spec(ref)

@@ -828,7 +828,7 @@ class ClusterState:
     # Events
 
     def record_event(self, job: Object, *, kind: str, name: str, reason: str, message: str,
-                     type: str = "Normal") -> None:
+                     type: str = "Normal", component: str | None = None) -> None:
         """Add an event about the Job or one of its pods; a repeat bumps `count` instead."""
         with self.lock:
             namespace = job["metadata"]["namespace"]
@@ -844,7 +844,8 @@ class ClusterState:
             else:
                 event = _event(namespace, kind=kind, name=name, uid=uid, reason=reason,
                                message=message, type=type, now=now, version=self._bump(),
-                               api_version=job["apiVersion"] if kind == "Job" else "v1")
+                               api_version=job["apiVersion"] if kind == "Job" else "v1",
+                               component=component)
             self._events[key] = event
             while len(self._events) > _MAX_EVENTS:
                 self._events.popitem(last=False)
@@ -1012,7 +1013,8 @@ def _template(job: Object, task: str) -> Object:
 
 
 def _event(namespace: str, *, kind: str, name: str, uid: str, reason: str, message: str,
-           type: str, now: str, version: int, api_version: str) -> Object:
+           type: str, now: str, version: int, api_version: str,
+           component: str | None = None) -> Object:
     return {
         "apiVersion": "v1",
         "kind": "Event",
@@ -1027,7 +1029,8 @@ def _event(namespace: str, *, kind: str, name: str, uid: str, reason: str, messa
         "count": 1,
         "firstTimestamp": now,
         "lastTimestamp": now,
-        "source": {"component": "rlark-sim-controller" if kind == "Job" else "kubelet"},
+        "source": {"component": component or (
+            "rlark-sim-controller" if kind == "Job" else "kubelet")},
     }
 
 

@@ -200,6 +200,18 @@ class SimulatorHandle(ABC):
         path = self._cluster_path(cluster, "namespaces", namespace, "pods", pod)
         return dict(self.control("PATCH", path, fields))
 
+    def evict_pod(self, cluster: str, namespace: str, pod: str, **pressure: Any) -> dict[str, Any]:
+        """The kubelet evicts a running pod (`resource`, `threshold`, `available`, `usage`: see
+        docs/simulator.md); returns the pod."""
+        path = self._cluster_path(cluster, "namespaces", namespace, "pods", pod, "evict")
+        return dict(self.control("POST", path, pressure))
+
+    def preempt_pod(self, cluster: str, namespace: str, pod: str, *,
+                    preemptor: str = "high-priority") -> dict[str, Any]:
+        """kube-scheduler preempts a running pod for `preemptor`; returns the pod."""
+        path = self._cluster_path(cluster, "namespaces", namespace, "pods", pod, "preempt")
+        return dict(self.control("POST", path, {"preemptor": preemptor}))
+
     def append_pod_log(
         self, cluster: str, namespace: str, pod: str, lines: list[str], *, previous: bool = False
     ) -> int:

@@ -220,6 +220,61 @@ def test_unschedulable_pods_get_failed_scheduling_events_that_outlive_the_job(
         "16 Preemption is not helpful for scheduling.")
 
 
+def test_the_kubelet_evicts_a_running_pod_as_a_real_one_does(sim: InProcessSimulator,
+                                                              gpu_a: k8s.Credentials) -> None:
+    _create(gpu_a)
+    sim.tick()
+    sim.evict_pod("gpu-a", NS, "ppo-rollout-0", resource="memory", threshold="100Mi",
+                  available="12Mi", usage="61Gi")
+    pod = _pods(gpu_a)["ppo-rollout-0"]
+    message = ("The node was low on resource: memory. Threshold quantity: 100Mi, available: "
+               "12Mi. Container main was using 61Gi, request is 0, has larger consumption of "
+               "memory. ")
+    assert (pod.phase, pod.reason, pod.message) == ("Failed", "Evicted", message)
+    assert pod.disruption is not None
+    assert (pod.disruption.reason, pod.disruption.message) == ("TerminationByKubelet", message)
+    assert (pod.current.state, pod.current.exit_code) == ("terminated", 137)
+    events = k8s.list_events(credentials=gpu_a, namespace=NS, involved_name="ppo-rollout-0")
+    assert [(e.type, e.reason, e.message) for e in events][-2:] == [
+        ("Warning", "Evicted", message), ("Normal", "Killing", "Stopping container main")]
+    assert _pods(gpu_a)["ppo-actor-0"].phase == "Running"  # only that pod
+    # A pod that holds no node cannot be evicted (nor preempted) again.
+    with pytest.raises(ControlError) as again:
+        sim.evict_pod("gpu-a", NS, "ppo-rollout-0")
+    with pytest.raises(ControlError) as bad:
+        sim.evict_pod("gpu-a", NS, "ppo-rollout-1", resource="gpu")
+    with pytest.raises(ControlError) as missing:
+        sim.preempt_pod("gpu-a", NS, "ppo-rollout-9")
+    assert (again.value.code, bad.value.code, missing.value.code) == (409, 422, 404)
+
+
+def test_the_scheduler_preempts_a_running_pod_as_a_real_one_does(
+        sim: InProcessSimulator, gpu_a: k8s.Credentials) -> None:
+    _create(gpu_a)
+    sim.tick()
+    node = _pods(gpu_a)["ppo-rollout-1"].node
+    sim.preempt_pod("gpu-a", NS, "ppo-rollout-1", preemptor="urgent-eval-0")
+    pod = _pods(gpu_a)["ppo-rollout-1"]
+    assert pod.phase == "Failed" and pod.reason == ""  # no `Evicted`: the scheduler's doing
+    assert pod.disruption is not None
+    assert (pod.disruption.reason, pod.disruption.message) == (
+        "PreemptionByScheduler",
+        "default-scheduler: preempting to accommodate a higher priority pod")
+    assert (pod.current.state, pod.current.exit_code) == ("terminated", 143)
+    events = k8s.list_events(credentials=gpu_a, namespace=NS, involved_name="ppo-rollout-1")
+    preempted = [e for e in events if e.reason == "Preempted"]
+    assert len(preempted) == 1 and preempted[0].type == "Normal"
+    assert preempted[0].message.startswith("Preempted by pod ")
+    assert preempted[0].message.endswith(f" on node {node}")
+    # A pod still waiting for a node holds nothing to preempt: a-head-01 is ppo's actor's.
+    _create(gpu_a, "other")
+    sim.tick()
+    assert _pods(gpu_a, "rlinf.io/job=other")["other-actor-0"].phase == "Pending"
+    with pytest.raises(ControlError) as pending:
+        sim.preempt_pod("gpu-a", NS, "other-actor-0")
+    assert pending.value.code == 409
+
+
 def test_reads_in_an_unknown_namespace_are_not_found(gpu_a: k8s.Credentials) -> None:
     with pytest.raises(k8s.NotFound):
         k8s.list_events(credentials=gpu_a, namespace="nope")
