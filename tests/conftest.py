@@ -90,17 +90,45 @@ def _fast_password_hasher() -> Iterator[None]:
         yield
 
 
+def deleting_flush(original: Callable[..., list[str]], quote: Callable[[str], str]
+                   ) -> Callable[..., list[str]]:
+    """`connection.ops.sql_flush` emptying every table with one DELETE each instead of one
+    TRUNCATE of them all. On PostgreSQL a TRUNCATE makes new files for every table, index and
+    TOAST table (~300 relations here): 2-6 s a flush on a loaded machine against ~0.2 s for
+    DELETEs of the few rows a test wrote. Django's foreign keys are DEFERRABLE INITIALLY
+    DEFERRED and the flush runs in one transaction, so the order of the DELETEs does not
+    matter. A flush that resets sequences or cascades to tables outside the list keeps
+    Django's TRUNCATE."""
+
+    def sql_flush(style: Any, tables: list[str], *, reset_sequences: bool = False,
+                  allow_cascade: bool = False) -> list[str]:
+        if reset_sequences or allow_cascade:
+            return original(style, tables, reset_sequences=reset_sequences,
+                            allow_cascade=allow_cascade)
+        return [f"DELETE FROM {quote(table)};" for table in tables]
+
+    return sql_flush
+
+
 @pytest.fixture(scope="session", autouse=True)
-def _flush_may_truncate_the_audit() -> Iterator[None]:
-    """Transactional tests empty every table with one TRUNCATE between tests; the event tables'
-    no_truncate guard lets that (and only that) through in the test process."""
+def _flush_may_empty_the_audit() -> Iterator[None]:
+    """Transactional tests empty every table between tests (`deleting_flush`); every
+    pgtrigger trigger is ignored meanwhile, so the event tables' append_only and no_truncate
+    guards let that (and only that) through in the test process, and no history trigger
+    writes an event for a row being emptied."""
+    from django.db import connections
+
     original = flush.Command.handle
-    guards = [f"{model._meta.label}:{trigger.name}"
-              for model, trigger in pgtrigger.registered() if trigger.name == "no_truncate"]
 
     def handle(self: flush.Command, *args: Any, **options: Any) -> Any:
-        with pgtrigger.ignore(*guards):
-            return original(self, *args, **options)
+        ops = connections[options["database"]].ops
+        ops.sql_flush = deleting_flush(type(ops).sql_flush.__get__(ops),  # type: ignore[method-assign]
+                                       ops.quote_name)
+        try:
+            with pgtrigger.ignore():
+                return original(self, *args, **options)
+        finally:
+            del ops.sql_flush
 
     flush.Command.handle = handle  # type: ignore[method-assign]
     yield
