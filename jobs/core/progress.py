@@ -75,11 +75,19 @@ _DIGITS_MAX = 18
 _RE2_MEMORY = 8 << 20
 
 
-def _options() -> Any:
+def _options(*, capture: bool = True) -> Any:
     options = re2.Options()
     options.log_errors = False  # a refused pattern is the user's, not a log line of ours
     options.max_mem = _RE2_MEMORY
+    options.never_capture = not capture
     return options
+
+
+_GATE_UNSAFE = ("^", "$", "\\A", "\\z", "\\b", "\\B", "\\[")
+"""What keeps a pattern from gating a read whole (`StepPattern.candidate_lines`): anchors and
+word boundaries mean one thing at a line piece's edges and another inside the whole text
+(`[^` is a negated class, not an anchor, and is allowed; an escaped `[` is refused so that
+`\\[^` cannot hide one). Conservative: any occurrence, escaped or in a class, refuses."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +97,29 @@ class StepPattern:
     text: str
     regex: Any
     has_total: bool
+    gate: Any = None  # the same pattern without captures, when it can gate a read whole
+
+    def candidate_lines(self, text: str) -> frozenset[int] | None:
+        """The indices (`text.split("\\n")`) of the lines that can hold a step line, from one
+        RE2 scan of the whole text; None when the pattern cannot gate (then every line can).
+
+        Sound for a pattern without anchors or word boundaries: a match of a line's piece is a
+        match in the whole text, and the scan's leftmost non-overlapping matches then overlap
+        that line (a match starting before it ends at or after its start, or the scan would
+        have found one starting at or before the piece's). Each match marks the lines it
+        touches; `last_step` still decides each of them, so a match across lines costs a look
+        and nothing more."""
+        if self.gate is None:
+            return None
+        data = text.encode(errors="replace")  # a newline is one byte: the same line numbers
+        found: set[int] = set()
+        position = line = 0
+        for match in self.gate.finditer(data):
+            start, end = match.span()
+            line += data.count(b"\n", position, start)
+            position = start
+            found.update(range(line, line + data.count(b"\n", start, max(start, end - 1)) + 1))
+        return frozenset(found)
 
     def last_step(self, line: str) -> tuple[int, int | None] | bool | None:
         """The last (step, total) of a line, None when no piece matches, False when the
@@ -150,7 +181,10 @@ def compile_step_pattern(text: str) -> StepPattern:
     if problem is not None:
         raise ValueError(problem)
     regex = _compile(source)
-    return StepPattern(text, regex, "total" in regex.groupindex)
+    cleaned = source.replace("[^", "[")
+    gate = None if any(token in cleaned for token in _GATE_UNSAFE) else re2.compile(
+        source, options=_options(capture=False))
+    return StepPattern(text, regex, "total" in regex.groupindex, gate)
 
 
 # --- the launch list's settings ---------------------------------------------------------------
@@ -265,12 +299,22 @@ def _second(prefix: str) -> datetime | None:
         return None
 
 
-def parse_stamp(text: str) -> datetime | None:
-    """An RFC 3339 timestamp as the kubelet writes it (`2026-12-01T10:00:00.123456789Z`,
-    trailing zeros of the fraction dropped or not); None when `text` is not one."""
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+@functools.lru_cache(maxsize=4096)
+def _second_micros(prefix: str) -> int | None:
+    base = _second(prefix)
+    return None if base is None else (base - _EPOCH) // _MICROSECOND
+
+
+def _stamp_micros(text: str) -> int | None:
+    """`parse_stamp` in microseconds since 1970 (the reading loop compares integers and makes
+    a `datetime` only of the lines it keeps)."""
     if len(text) < 20 or text[-1] != "Z":
         return None
-    base = _second(text[:19])
+    base = _second_micros(text[:19])
     if base is None:
         return None
     if len(text) == 20:
@@ -279,7 +323,18 @@ def parse_stamp(text: str) -> datetime | None:
     if text[19] != "." or not digits or len(digits) > 9 or not (
             digits.isascii() and digits.isdigit()):
         return None
-    return base.replace(microsecond=int((digits + "00000")[:6]))
+    return base + int((digits + "00000")[:6])
+
+
+def _moment(micros: int) -> datetime:
+    return _EPOCH + micros * _MICROSECOND
+
+
+def parse_stamp(text: str) -> datetime | None:
+    """An RFC 3339 timestamp as the kubelet writes it (`2026-12-01T10:00:00.123456789Z`,
+    trailing zeros of the fraction dropped or not); None when `text` is not one."""
+    micros = _stamp_micros(text)
+    return None if micros is None else _moment(micros)
 
 
 def split_stamp(raw: str) -> tuple[datetime | None, str]:
@@ -298,18 +353,24 @@ def read_steps(text: str, *, pattern: StepPattern, cursor: Cursor,
                truncated: bool) -> Reading:
     """The step lines of a timestamped log answer not consumed before, and the new cursor.
 
-    `truncated`: the answer was cut by the byte limit (its last line is incomplete).
+    `truncated`: the answer was cut by the byte limit (its last line is incomplete). Times are
+    compared as microseconds; the pattern looks only at the lines its one scan of the whole
+    answer points to (`StepPattern.candidate_lines`).
     """
     pieces = text.split("\n")
     tail = pieces.pop()  # "" after a final newline; else an incomplete line
     reading = Reading(cursor=cursor)
-    at, consumed = cursor.at, cursor.lines
+    candidates = pattern.candidate_lines(text) if pieces else frozenset()
+    at = None if cursor.at is None else (cursor.at - _EPOCH) // _MICROSECOND
+    consumed, lines_at, moved = cursor.lines, cursor.lines, False
     last_time = at
-    for raw in pieces:
-        moment, line = split_stamp(raw)
-        moment = moment or last_time  # a line without a stamp continues the one before
-        if moment is None:
-            continue
+    for index, raw in enumerate(pieces):
+        stamp, sep, line = raw.partition(" ")
+        moment = _stamp_micros(stamp) if sep else None
+        if moment is None:  # a line without a stamp continues the one before
+            moment, line = last_time, raw
+            if moment is None:
+                continue
         last_time = moment
         if at is not None and moment < at:
             continue
@@ -317,14 +378,19 @@ def read_steps(text: str, *, pattern: StepPattern, cursor: Cursor,
             if consumed > 0:
                 consumed -= 1
                 continue
-            reading.cursor = Cursor(at, reading.cursor.lines + 1)
+            lines_at += 1
         else:
-            reading.cursor = Cursor(moment, 1)
-        at, consumed = moment, 0
+            lines_at = 1
+        at, consumed, moved = moment, 0, True
         reading.lines += 1
-        _take(reading, pattern, moment, line)
+        if candidates is None or index in candidates:
+            _take(reading, pattern, _moment(moment), line)
+    if moved:
+        assert at is not None
+        reading.cursor = Cursor(_moment(at), lines_at)
     if tail:
-        _incomplete(reading, pattern, tail, truncated=truncated, last_time=last_time)
+        _incomplete(reading, pattern, tail, truncated=truncated,
+                    last_time=None if last_time is None else _moment(last_time))
     return reading
 
 

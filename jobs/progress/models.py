@@ -33,7 +33,7 @@ class RunProgress(models.Model):
     last_step_at = models.DateTimeField(null=True, blank=True)  # when the step last changed
     restarts = models.PositiveIntegerField(default=0)  # times the step went down
     points = models.JSONField(default=list, blank=True)  # [[unix milliseconds, step], ...] <= 200
-    bytes_read = models.BigIntegerField(default=0)
+    bytes_read = models.BigIntegerField(default=0)  # of the reads that brought new lines
     rejected_lines = models.BigIntegerField(default=0)  # matched, but not a sane step
     skipped_lines = models.BigIntegerField(default=0)  # longer than one read's bound
     read_error = models.CharField(max_length=500, blank=True, default="")

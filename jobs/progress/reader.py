@@ -101,6 +101,7 @@ class _Run:
     episode: StallEpisode | None
     fresh: bool = False  # no RunProgress row yet
     log: PodLog | None = None
+    size: int = 0  # the log's bytes
     cause: dict[str, Any] | None = None  # the first line of this read naming a cause
     failed: bool = False
     changed: set[str] = field(default_factory=set)
@@ -224,10 +225,10 @@ def _apply(run: _Run, reading: Reading, *, truncated: bool, size: int) -> int:
     _set(run, "cursor_at", reading.cursor.at)
     _set(run, "cursor_lines", reading.cursor.lines)
     _set(run, "read_error", "")
-    progress.bytes_read += size
     progress.rejected_lines += reading.rejected
     progress.skipped_lines += reading.skipped_long
-    if size:
+    if reading.lines:  # not a read of nothing new (the cursor's second again): a quiet pass
+        progress.bytes_read += size  # writes nothing
         run.changed.add("bytes_read")
     if reading.rejected or reading.skipped_long:
         run.changed.update({"rejected_lines", "skipped_lines"})
@@ -261,6 +262,7 @@ def _apply(run: _Run, reading: Reading, *, truncated: bool, size: int) -> int:
 def _process(run: _Run) -> int:
     if run.log is None:
         return 0
+    run.size = len(run.log.text.encode(errors="replace"))
     try:
         pattern: StepPattern = compile_step_pattern(run.settings.pattern)
     except ValueError as exc:
@@ -270,8 +272,7 @@ def _process(run: _Run) -> int:
     reading = read_steps(run.log.text, pattern=pattern,
                          cursor=Cursor(run.progress.cursor_at, run.progress.cursor_lines),
                          truncated=run.log.truncated)
-    return _apply(run, reading, truncated=run.log.truncated,
-                  size=len(run.log.text.encode(errors="replace")))
+    return _apply(run, reading, truncated=run.log.truncated, size=run.size)
 
 
 def _row(run: _Run) -> dict[str, Any]:
@@ -412,7 +413,7 @@ def read_cluster_progress(*, cluster: str, now: datetime | None = None) -> Progr
     read = [run for run in readable if run.log is not None]
     return ProgressReport(
         runs=len(runs), read=len(read),
-        bytes=sum(len(run.log.text.encode(errors="replace")) for run in read if run.log),
+        bytes=sum(run.size for run in read),
         steps=steps, stalled=outcome.stalled, recovered=outcome.recovered,
         unreachable=unreachable)
 

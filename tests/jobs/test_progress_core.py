@@ -3,7 +3,9 @@ incremental reading of timestamped log text, hostile input, the series and the s
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import random
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -173,6 +175,61 @@ def test_a_bar_still_being_redrawn_counts_its_newest_state_without_consuming_it(
     reading = read_steps(text, pattern=DEFAULT, cursor=Cursor(), truncated=False)
     assert reading.partial and [s.step for s in reading.steps] == [4]
     assert reading.cursor == Cursor(T0, 1)
+
+
+def test_one_scan_of_the_read_points_to_the_step_lines_only() -> None:
+    text = log((T0, "starting"), (T0, table_line(0, 10)), (T0, "├──── Rollout ────┤"),
+               (T0 + timedelta(seconds=5), "noise"), (T0 + timedelta(seconds=5), table_line(1, 10)))
+    assert DEFAULT.candidate_lines(text) == {1, 4}
+    reading = read_steps(text, pattern=DEFAULT, cursor=Cursor(), truncated=False)
+    assert [s.step for s in reading.steps] == [1, 2] and reading.lines == 5
+
+
+@pytest.mark.parametrize(("text", "steps"), [
+    (r"^step (?P<step>\d+)", [4]), (r"step (?P<step>\d+)$", [3, 4, 5]),
+    (r"\Astep (?P<step>\d+)", [4]), (r"\bstep (?P<step>\d+)", [3, 4, 5]),
+    (r"\[^step (?P<step>\d+)", []),
+])
+def test_anchored_patterns_are_matched_line_by_line(text: str, steps: list[int]) -> None:
+    pattern = compile_step_pattern(text)
+    assert pattern.gate is None and pattern.candidate_lines("step 1\n") is None
+    lines = log((T0, "x step 3"), (T0, "step 4"), (T0, "[step 5"))
+    reading = read_steps(lines, pattern=pattern, cursor=Cursor(), truncated=False)
+    assert [s.step for s in reading.steps] == steps
+
+
+def test_a_match_across_lines_does_not_hide_the_next_lines_own_step() -> None:
+    pattern = compile_step_pattern(r"(?s)A.*(?P<step>\d+)")  # greedy: one match, both lines
+    assert pattern.gate is not None
+    text = log((T0, "A first"), (T0 + timedelta(seconds=1), "A 5"))
+    assert pattern.gate.search(text).start() < text.index("A 5") < pattern.gate.search(text).end()
+    reading = read_steps(text, pattern=pattern, cursor=Cursor(), truncated=False)
+    assert [(s.at, s.step) for s in reading.steps] == [(T0 + timedelta(seconds=1), 5)]
+
+
+@pytest.mark.parametrize("source", ["", r"step=(?P<step>\d+)",
+                                    r"(?P<step>\d+)\s*/\s*(?P<total>\d+)",
+                                    r"(?s)A.*?(?P<step>\d+)", r"x\s+(?P<step>\d*)"])
+def test_a_gated_read_finds_what_a_read_of_every_line_finds(source: str) -> None:
+    gated = compile_step_pattern(source)
+    every_line = dataclasses.replace(gated, gate=None)
+    assert gated.gate is not None
+    pieces = ["Global Step: 12/100", "Global Step:  3%|██ | 7/1000 [", "step=5", "x", "A", "\r",
+              "│ Global Step:  120/1000 │", "99999999999999999999/3", "0/0", "12 / 30", "é",
+              "x\n 5", "step=", " "]
+    chooser = random.Random(16)
+    for _ in range(3000):
+        moment, lines = T0, []
+        for _ in range(chooser.randint(0, 10)):
+            moment += timedelta(microseconds=chooser.choice([0, 1, 500_000, 1_000_000]))
+            body = "".join(chooser.choice(pieces) for _ in range(chooser.randint(0, 4)))
+            lines.append(f"{stamp(moment)} {body}" if chooser.random() < 0.9 else body)
+        text = "\n".join(lines) + ("\n" if chooser.random() < 0.7 else "")
+        cursor = chooser.choice([Cursor(), Cursor(T0, 1), Cursor(T0 + timedelta(seconds=1), 2)])
+        truncated = chooser.random() < 0.2
+        one, other = (read_steps(text, pattern=p, cursor=cursor, truncated=truncated)
+                      for p in (gated, every_line))
+        assert one == other, text
 
 
 def at(seconds: int) -> datetime:

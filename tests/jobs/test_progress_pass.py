@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 from celery import current_app
 from django.core import mail
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from clusters.k8s import read_pod_log
@@ -105,12 +107,21 @@ def test_a_pass_with_nothing_new_reads_little_and_changes_nothing(
     demo_simulator.set_progress(CLUSTER, NAMESPACE, JOB, state="frozen")
     read_cluster_progress(cluster=CLUSTER)  # what came before the freeze
     kept = progress_of(advancing)
-    quiet = read_cluster_progress(cluster=CLUSTER)
+    with CaptureQueriesContext(connection) as captured:
+        quiet = read_cluster_progress(cluster=CLUSTER)
     assert quiet.steps == 0 and quiet.read == 1
     assert quiet.bytes < 16 * 1024  # at most the cursor's second again, never the whole log
+    writes = [q["sql"] for q in captured.captured_queries if "jobs_runprogress" in q["sql"]
+              and not q["sql"].lstrip().upper().startswith("SELECT")]
+    assert writes == []  # the cursor's second read again is not news: no progress written
     again = progress_of(advancing)
-    assert (again.step, again.cursor_at, again.points) == (kept.step, kept.cursor_at,
-                                                           kept.points)
+    assert (again.step, again.cursor_at, again.points, again.bytes_read) == (
+        kept.step, kept.cursor_at, kept.points, kept.bytes_read)
+    demo_simulator.set_progress(CLUSTER, NAMESPACE, JOB, state="advancing")
+    pass_until(advancing, kept.step + 2)
+    moved = progress_of(advancing)
+    assert moved.bytes_read > kept.bytes_read and len(moved.points) > len(kept.points)
+    assert moved.last_step_at > kept.last_step_at and moved.cursor_at > kept.cursor_at
 
 
 def test_a_stall_and_its_recovery_are_sent_once_each_signed(
