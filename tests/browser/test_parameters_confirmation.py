@@ -1,8 +1,10 @@
 """Deployment parameters confirmed by a platform admin, in a real browser, in English and in
 Simplified Chinese: a member's draft is blocked on step 4 by its unconfirmed parameters; the
 member fills them from the job and asks for confirmation; a platform admin confirms them in
-the admin queue's "Deployment parameters" tab (the panel updates in place); the member's step 4 then submits. Screenshots go
-to ``test-artifacts/parameters-<lang>-*.png``."""
+the admin queue's "Deployment parameters" tab (the panel updates in place); the member's
+step 4 then submits. axe-core checks the queue pending, decided in place and in its confirmed
+list (no serious or critical violation). Screenshots go to
+``test-artifacts/parameters-<lang>-*.png``."""
 
 from __future__ import annotations
 
@@ -13,7 +15,13 @@ from playwright.sync_api import Browser, Page, expect
 
 from jobs.models import ConfirmationState, DeploymentParameters, Job, JobState
 from rlark_site.foundation.tenancy.models import Team
-from tests.browser.conftest import assets_loaded, choose_language, login, screenshot
+from tests.browser.conftest import (
+    assert_accessible,
+    assets_loaded,
+    choose_language,
+    login,
+    screenshot,
+)
 from tests.factories import load_fleet_rows
 from tests.jobs.records_support import submittable_job
 
@@ -83,12 +91,14 @@ def _admin_confirms(browser: Browser, live_server: Any, draft: Job, admin: Any,
         expect(panel.locator(".finding.ok")).to_have_text(TEXT[lang]["exact"])
         panel.locator("textarea[name=note]").fill("Head node and CPU pool checked.")
         screenshot(page, f"parameters-{lang}-3-queue-pending")
+        assert_accessible(page, f"{lang}-parameters-queue-pending")
         url = page.url
         panel.locator("button[value=confirm]").click()  # htmx: the panel updates in place
         expect(panel).to_have_attribute("data-state", "confirmed")
         expect(panel).to_contain_text(TEXT[lang]["confirmed"])
         expect(panel.locator("form")).to_have_count(0)
         assert page.url == url
+        assert_accessible(page, f"{lang}-parameters-queue-decided-in-place")
         page.reload()  # the pending list no longer holds it
         expect(page.locator(f"#parameters-{draft.deployment_parameters_id}")).to_have_count(0)
         page.goto(f"{base}/jobs/deployment-parameters/queue/?state=confirmed")
@@ -98,6 +108,7 @@ def _admin_confirms(browser: Browser, live_server: Any, draft: Job, admin: Any,
         expect(decided).to_contain_text("Head node and CPU pool checked.")
         expect(decided.locator("form")).to_have_count(0)
         screenshot(page, f"parameters-{lang}-4-queue-confirmed")
+        assert_accessible(page, f"{lang}-parameters-queue-confirmed")
     finally:
         context.close()
 

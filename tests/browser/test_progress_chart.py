@@ -20,7 +20,7 @@ from jobs.models import RunRecord
 from jobs.progress.reader import read_cluster_progress
 from jobs.records.status import sync_submitted_jobs
 from rlark_site.foundation.tenancy.models import Team
-from tests.browser.conftest import choose_language, login, screenshot
+from tests.browser.conftest import assert_accessible, choose_language, login, screenshot
 from tests.cache_support import OBSERVE_PREFIX, clear_prefix
 from tests.conftest import PASSWORD
 from tests.jobs.observe_support import CLUSTER, NAMESPACE, running_job
@@ -89,6 +89,7 @@ def test_the_chart_advances_live_and_the_stall_shows_its_badge(
     _pass_until(page, lambda: _step(page) > first)  # without a reload
     assert int(chart.get_attribute("data-points") or 0) >= 2
     screenshot(page, f"progress-advancing-{lang}")
+    assert_accessible(page, f"{lang}-job-page-progress")
 
     demo_simulator.set_progress(CLUSTER, NAMESPACE, JOB, state="frozen")
     read_cluster_progress(cluster=CLUSTER)
@@ -96,5 +97,6 @@ def test_the_chart_advances_live_and_the_stall_shows_its_badge(
     expect(page.locator("#stalled-badge")).to_contain_text(stalled_word, timeout=30_000)
     expect(page.locator("#stalled-note")).to_be_visible()
     screenshot(page, f"progress-stalled-{lang}")
+    assert_accessible(page, f"{lang}-job-page-stalled")
     page.goto(f"{live_server.url}/jobs/?stalled=on")
     expect(page.locator(f'tr[data-job="{JOB}"] [data-stalled]')).to_contain_text(stalled_word)

@@ -14,7 +14,7 @@ from playwright.sync_api import Page, expect
 
 from jobs.models import JobState
 from rlark_site.foundation.tenancy.models import Team
-from tests.browser.conftest import choose_language, login, screenshot
+from tests.browser.conftest import assert_accessible, choose_language, login, screenshot
 from tests.conftest import PASSWORD
 from tests.jobs.usage_support import stored_run
 
@@ -53,6 +53,7 @@ def test_the_usage_page_from_the_navigation_to_the_csv(
         page.click("#usage-filters button[type=submit]")
     expect(page.locator("#usage-error")).to_be_visible()
     expect(page.locator("#id_from")).to_have_value("2026-11-09")  # the form is kept
+    assert_accessible(page, f"{lang}-usage-page-refused")
 
     page.fill("#id_from", "2026-11-01")
     page.fill("#id_to", "2026-11-30")
@@ -69,6 +70,7 @@ def test_the_usage_page_from_the_navigation_to_the_csv(
     expect(rows.nth(0)).to_contain_text("stalling")
     expect(rows.nth(0)).to_contain_text("2.667")
     screenshot(page, f"usage-page-{lang}")
+    assert_accessible(page, f"{lang}-usage-page")
 
     link = page.locator("#usage-csv")
     expect(link).to_have_text(download)
