@@ -34,6 +34,8 @@ from jobs.observe.serializers import CauseSerializer
 from jobs.progress.selectors import progress_body
 from jobs.progress.serializers import ProgressSerializer
 from jobs.records.pending import pending_view
+from jobs.usage.selectors import run_gpu_hours
+from jobs.usage.serializers import RunGpuHoursSerializer
 
 MAX_ROLES = 64
 MAX_CONDITIONS = 64
@@ -484,6 +486,7 @@ class JobDetailSerializer(JobSummarySerializer):
     links = serializers.SerializerMethodField()
     progress = serializers.SerializerMethodField()
     gpu = serializers.SerializerMethodField()
+    gpu_hours = serializers.SerializerMethodField()
     admission = serializers.SerializerMethodField()
     capacity = serializers.SerializerMethodField()
     cause = serializers.SerializerMethodField()
@@ -495,7 +498,7 @@ class JobDetailSerializer(JobSummarySerializer):
                   "image_compatibility_confirmed", "launch_list", "deployment_parameters",
                   "cluster", "namespace", "status_reason", "status_message", "admission",
                   "capacity", "pending", "findings", "has_errors", "links", "progress", "cause",
-                  "gpu"]
+                  "gpu", "gpu_hours"]
 
     @extend_schema_field(ProgressSerializer)
     def get_progress(self, job: Job) -> dict[str, Any]:
@@ -509,6 +512,10 @@ class JobDetailSerializer(JobSummarySerializer):
     @extend_schema_field(GpuSerializer)
     def get_gpu(self, job: Job) -> dict[str, Any]:
         return gpu_body(job.run)
+
+    @extend_schema_field(RunGpuHoursSerializer(allow_null=True))
+    def get_gpu_hours(self, job: Job) -> dict[str, Any] | None:
+        return run_gpu_hours(job.run)
 
     def _evaluation(self) -> Evaluation:
         evaluation: Evaluation = self.context["evaluation"]

@@ -29,6 +29,7 @@ from jobs.models import (
 )
 from jobs.progress.selectors import progress_body
 from jobs.records.rundiff import RunDiff, semantic_diff
+from jobs.usage.selectors import run_gpu_hours
 from rlark_site.foundation.audit.selectors import (
     AuditEvent,
     AuditLookup,
@@ -400,6 +401,7 @@ def run_record_chain(record: RunRecord) -> dict[str, Any]:
         "progress": progress_body(record),
         "cause": record.cause or None,
         "gpu": gpu_body(record),
+        "gpu_hours": run_gpu_hours(record),
         "audit_events": events_as_dicts(events),
     }
 

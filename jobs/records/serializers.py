@@ -28,6 +28,7 @@ from jobs.observe.patterns import PATTERN_MAX, pattern_problem
 from jobs.observe.serializers import CauseSerializer
 from jobs.progress.serializers import ProgressSerializer
 from jobs.records.confirmation import ConfirmationStatus, confirmation_status
+from jobs.usage.serializers import RunGpuHoursSerializer
 from rlark_site.foundation.limits import (
     MAX_CHECKLIST_ANSWERS,
     MAX_DEVICE_KINDS,
@@ -445,6 +446,7 @@ class RunRecordChainSerializer(serializers.Serializer):
     progress = ProgressSerializer()
     cause = CauseSerializer(allow_null=True)
     gpu = GpuSerializer()
+    gpu_hours = RunGpuHoursSerializer(allow_null=True)
     audit_events = AuditEventSerializer(many=True)
 
 

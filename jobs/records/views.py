@@ -31,6 +31,7 @@ from jobs.records.forms import (
     LaunchListForm,
 )
 from jobs.records.lifecycle import CANCELLABLE_STATES
+from jobs.usage.views import gpu_hours_rows
 from rlark_site.foundation.exceptions import ApplicationError
 from rlark_site.foundation.tenancy.access import current_team
 from rlark_site.foundation.tenancy.models import Team
@@ -308,6 +309,7 @@ def _record_context(request: HttpRequest, record: RunRecord) -> dict[str, Any]:
         "record": record, "chain": chain, "audit": audit_by_object(chain["audit_events"]),
         "clone_form": CloneForm(), "others": others[:200], "answers": ANSWERS,
         "checklist": {item.code: item.question for item in CHECKLIST},
+        "gpu_hours": gpu_hours_rows(chain["gpu_hours"]),
     }
 
 

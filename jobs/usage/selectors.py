@@ -40,7 +40,7 @@ from rlark_site.foundation.tenancy.access import access_team, visible_teams
 from rlark_site.foundation.tenancy.models import Team
 
 __all__ = ["GROUPS", "MAX_DAYS", "MAX_RUNS", "UsageQuery", "UsageReport", "parse_query",
-           "usage_report"]
+           "run_gpu_hours", "usage_report"]
 
 GROUPS = ("day", "week", "user", "job")
 MAX_DAYS = 366
@@ -134,17 +134,26 @@ def _iso(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
+def _with_end(records: QuerySet[RunRecord]) -> QuerySet[RunRecord]:
+    """The runs with `ended`: the later of their last status change and their cancel."""
+    last_change = StatusChange.objects.filter(run_record=OuterRef("pk")).order_by().values(
+        "run_record").annotate(last=Max("observed_at")).values("last")
+    # PostgreSQL's GREATEST skips NULLs: the later of the two that exist.
+    return records.annotate(ended=Greatest(Subquery(last_change), F("cancelled_at")))
+
+
 def _runs_of(query: UsageQuery) -> QuerySet[RunRecord]:
     """The runs of the teams that may have held GPUs in the window: submitted before its end,
     and still active or ended after its start."""
-    last_change = StatusChange.objects.filter(run_record=OuterRef("pk")).order_by().values(
-        "run_record").annotate(last=Max("observed_at")).values("last")
-    return (RunRecord.objects.filter(team__in=[t.pk for t in query.teams],
-                                     submitted_at__isnull=False, submitted_at__lt=query.end)
-            # PostgreSQL's GREATEST skips NULLs: the later of the two that exist.
-            .annotate(ended=Greatest(Subquery(last_change), F("cancelled_at")))
+    return (_with_end(RunRecord.objects.filter(team__in=[t.pk for t in query.teams],
+                                               submitted_at__isnull=False,
+                                               submitted_at__lt=query.end))
             .filter(Q(state__in=ACTIVE_STATES) | Q(ended__gte=query.start)
                     | Q(ended__isnull=True)))
+
+
+_ROW_FIELDS = ("pk", "job_id", "job_name", "state", "ended", "status_checked_at", "submitted_at",
+               "team__slug", "frozen_by__username")
 
 
 def _gpus(value: Any) -> int:
@@ -172,14 +181,19 @@ def _idle_periods(ids: Sequence[int]) -> tuple[bool, _Rows]:
 
 def _timelines(query: UsageQuery, now: datetime) -> tuple[list[dict[str, Any]], list[Run], bool]:
     """The runs (their row) and their timelines: six statements at most, whatever their number."""
-    runs = list(_runs_of(query).order_by("pk").values(  # type: ignore[misc]
-        "pk", "job_id", "job_name", "state", "ended", "status_checked_at", "submitted_at",
-        "team__slug", "frozen_by__username")[:MAX_RUNS + 1])
+    runs = list(_runs_of(query).order_by("pk").values(*_ROW_FIELDS)[:MAX_RUNS + 1])
     if len(runs) > MAX_RUNS:
         raise _bad(_("More than %(count)s runs in this window; ask for a shorter window or "
                      "one team.") % {"count": MAX_RUNS}, "from")
     if not runs:
         return [], [], False
+    timelines, with_idle = _timelines_of(runs)
+    return runs, timelines, with_idle
+
+
+def _timelines_of(runs: Sequence[dict[str, Any]]) -> tuple[list[Run], bool]:
+    """The timelines of these runs (rows of `_ROW_FIELDS`): pods, status history, stall
+    episodes, roles' GPUs and (when measured) GPU idleness, one statement each."""
     ids = [row["pk"] for row in runs]
     pods = _grouped(list(PodAttempt.objects.filter(run_record_id__in=ids).order_by().values_list(
         "run_record_id", "task", "replica", "pod_created_at", "started_at", "finished_at",
@@ -209,7 +223,27 @@ def _timelines(query: UsageQuery, now: datetime) -> tuple[list[dict[str, Any]], 
             ended_at=None if active else (row["ended"] or row["status_checked_at"]
                                           or row["submitted_at"]),
             failed=row["state"] in _FAILED_STATES))
-    return runs, timelines, with_idle
+    return timelines, with_idle
+
+
+def run_gpu_hours(record: RunRecord | None, *, now: datetime | None = None
+                  ) -> dict[str, Any] | None:
+    """One run's GPU-hours over its whole life (SPEC 16), by the same rule and timeline as
+    `usage_report` (`jobs.core.usage`): reserved, productive, stalled, failed,
+    pending_partial and idle (null unless Prometheus is configured), with `idle_measured`;
+    a run still holding GPUs is counted up to now. Six statements at most (the run's row,
+    then `_timelines_of`'s); None for no run or a run never submitted."""
+    if record is None or record.submitted_at is None:
+        return None
+    now = now or timezone.now()
+    runs = list(_with_end(RunRecord.objects.filter(pk=record.pk)).values(*_ROW_FIELDS))
+    if not runs:
+        return None
+    (run,), with_idle = _timelines_of(runs)
+    pieces = spans(run, now=now)
+    sums = add_up(pieces, start=min((p.start for p in pieces), default=now),
+                  end=max((p.end for p in pieces), default=now), key="all").get("all", {})
+    return {**hours(sums, with_idle=with_idle), "idle_measured": with_idle}
 
 
 def _key(group_by: str, row: dict[str, Any]) -> Hashable:

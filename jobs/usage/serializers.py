@@ -19,6 +19,14 @@ class UsageHoursSerializer(serializers.Serializer[object]):
                                    "null when GPU idleness is not measured")
 
 
+class RunGpuHoursSerializer(UsageHoursSerializer):
+    """One run's GPU-hours over its whole life (SPEC 16, the rule of `GET usage/`); null for a
+    run never submitted (or no run). A run still holding GPUs is counted up to now."""
+
+    idle_measured = serializers.BooleanField(
+        help_text="whether GPU idleness is measured (Prometheus configured)")
+
+
 class UsageGroupSerializer(UsageHoursSerializer):
     key = serializers.CharField(help_text="the day or week's first day (YYYY-MM-DD, UTC), "
                                           "the username or the job name")

@@ -31,6 +31,15 @@ GROUP_LABELS = {"day": gettext_lazy("day"), "week": gettext_lazy("week"),
                 "user": gettext_lazy("user"), "job": gettext_lazy("job")}
 
 
+def gpu_hours_rows(body: dict[str, Any] | None) -> list[tuple[str, str, str, float]] | None:
+    """A run's `gpu_hours` as the page's rows: (category, label, colour, GPU-hours), in the
+    usage page's order and words; None when the run never held anything to count."""
+    if body is None:
+        return None
+    return [(name, str(CATEGORY_LABELS[name]), CATEGORY_COLORS[name], body[name])
+            for name in CATEGORIES]
+
+
 def _params(request: HttpRequest) -> QueryDict:
     """The page's query: without `team`, the team the user works in (`team=` is all teams)."""
     params = request.GET.copy()

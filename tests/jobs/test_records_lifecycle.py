@@ -136,6 +136,7 @@ def test_the_run_record_returns_the_chain_in_order_with_the_received_yamls_hash(
         "progress",
         "cause",
         "gpu",
+        "gpu_hours",
         "audit_events",
     ]
     (received,) = demo_simulator.created_bodies(CLUSTER)
@@ -188,12 +189,13 @@ def test_the_run_record_is_read_in_a_fixed_number_of_queries(
 ) -> None:
     """Token, record, its three lists with what the audit trail covers (one query), the audit
     events (positions and rows with their actors, one statement: the trail spans few
-    tables)."""
+    tables); then the run's GPU-hours (SPEC 16): its row, pods, status history, stall episodes
+    and roles' GPUs, one statement each."""
     running(submitted, demo_simulator)
     StatusChange.objects.bulk_create(
         StatusChange(run_record=submitted, phase="Running", reason=f"r{n}") for n in range(changes)
     )
-    with django_assert_max_num_queries(4):
+    with django_assert_max_num_queries(9):
         chain = api.get(f"/api/v1/run-records/{submitted.job_name}/").json()
     assert len(chain["status_history"]) == 2 + changes
     assert {"jobs.Role", "jobs.StatusChange"} <= {e["model"] for e in chain["audit_events"]}

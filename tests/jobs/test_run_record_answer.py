@@ -21,8 +21,10 @@ from jobs.models import (
     Job,
     JobState,
     LaunchList,
+    PodAttempt,
     Role,
     RunRecord,
+    StallEpisode,
     StatusChange,
     SubmissionAttempt,
 )
@@ -153,6 +155,9 @@ def oracle_chain(record: RunRecord) -> Any:
             "observed_seconds": 0.0, "idle_seconds": 0.0, "idle_gpu_seconds": 0.0,
             "episodes": [],
         },
+        # SPEC 16 per run: no pod of this run was ever bound, so nothing is held yet.
+        "gpu_hours": {"productive": 0.0, "stalled": 0.0, "failed": 0.0, "pending_partial": 0.0,
+                      "reserved": 0.0, "idle": None, "idle_measured": False},
         "audit_events": events_as_dicts(events),
     }
     return json.loads(JSONRenderer().render(chain))
@@ -207,15 +212,27 @@ def test_a_draft_without_a_run_record_has_a_trail_too(
         json.loads(JSONRenderer().render(expected)))
 
 
-def test_both_answers_take_four_queries_whatever_the_lists_hold(
+def test_the_answers_take_a_fixed_number_of_queries_whatever_the_lists_hold(
     record: RunRecord, owner: Any, api_client_for: Callable[[Any], APIClient]
 ) -> None:
-    """The token, the record (or the job with its record), its lists with what the trail
-    covers in one statement, and the audit page."""
+    """The record: the token, the record (or the job with its record), its lists with what the
+    trail covers in one statement and the audit page (4), then its GPU-hours (SPEC 16, by
+    `jobs.usage.selectors`' rule): the run's row and its pods, status history, stall
+    episodes and roles' GPUs, one statement each (5; a sixth, GPU idle episodes, only with
+    Prometheus configured). The audit lookup: 4."""
     api = api_client_for(owner)
     StatusChange.objects.bulk_create(
         StatusChange(run_record=record, phase="Running", reason=f"r{n}") for n in range(30))
-    with bounded_queries(exact=True)(4):
+    now = timezone.now()
+    PodAttempt.objects.bulk_create(
+        PodAttempt(run_record=record, task="actor", replica=n, pod_name=f"pinned-run-actor-{n}",
+                   pod_uid=f"uid-{n}", phase="Running", pod_created_at=now,
+                   started_at=now, captured_at=now) for n in range(12))
+    StallEpisode.objects.bulk_create(
+        StallEpisode(run_record=record, number=n, started_at=now, last_progress_at=now,
+                     detected_at=now, stall_after_seconds=60, ended_at=now, end="recovered")
+        for n in range(1, 8))
+    with bounded_queries(exact=True)(9):
         assert api.get(f"/api/v1/run-records/{record.job_name}/").status_code == 200
     with bounded_queries(exact=True)(4):
         assert api.get("/api/v1/audit-events/", {"job": record.job_name}).status_code == 200
