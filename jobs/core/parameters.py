@@ -67,13 +67,19 @@ def _mount(mount: object) -> dict[str, Any]:
     return {key: field_of(mount, key) for key in MOUNT_KEYS}
 
 
+def _pairs(value: object) -> list[list[Any]]:
+    """A selector's or devices' items as lists; an item that is no list or tuple (a malformed
+    draft's) is kept as a one-item list, so it still counts as content and never raises."""
+    return [list(p) if isinstance(p, (list, tuple)) else [p] for p in as_items(value)]
+
+
 def _role_content(role: object) -> dict[str, Any]:
     return {
         "name": field_of(role, "name"),
         "cluster": field_of(role, "cluster"),
-        "selector": [list(p) for p in as_items(field_of(role, "selector", ()))],
+        "selector": _pairs(field_of(role, "selector", ())),
         "gpus": field_of(role, "gpus", 0),
-        "devices": [list(p) for p in as_items(field_of(role, "devices", ()))],
+        "devices": _pairs(field_of(role, "devices", ())),
         "cpu": _resource(field_of(role, "cpu", None)),
         "memory": _resource(field_of(role, "memory", None)),
         "mounts": [_mount(m) for m in as_items(field_of(role, "mounts", ()))],
@@ -94,8 +100,8 @@ def record_roles_from_spec(spec: JobSpec) -> list[dict[str, Any]]:
     roles = []
     for role in spec_roles(spec):
         content = _role_content(role)
-        selector = {str(k): str(v) for k, v in content["selector"]}
-        devices = {str(name): count for name, count in content["devices"]}
+        selector = {str(p[0]): str(p[1]) for p in content["selector"] if len(p) == 2}
+        devices = {str(p[0]): p[1] for p in content["devices"] if len(p) == 2}
         mounts = [{k: v for k, v in m.items() if v != ""} for m in content["mounts"]]
         roles.append({
             "role": content["name"], "cluster": content["cluster"], "selector": selector,
