@@ -32,14 +32,16 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 __all__ = [
     "MAX_PODS",
     "METRIC_LABEL",
+    "NO_SERIES",
     "TENSOR_ACTIVE",
+    "TOO_YOUNG",
     "UTILIZATION",
     "PodReading",
     "RunReading",
@@ -51,6 +53,9 @@ __all__ = [
 ]
 
 TENSOR_ACTIVE = "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"
+# Why a reading is unknown: stable codes, put into words by jobs.gpu.reasons (both languages).
+NO_SERIES = "no_series"  # Prometheus has no DCGM series for the run's pods
+TOO_YOUNG = "shorter_than_window"  # Running for less than the window; {window_seconds}
 UTILIZATION = "DCGM_FI_DEV_GPU_UTIL"
 METRIC_LABEL = "rlark_metric"
 _METRICS = ((TENSOR_ACTIVE, "tensor_active"), (UTILIZATION, "utilization"))
@@ -166,7 +171,8 @@ def pod_readings(samples: Iterable[tuple[Mapping[str, str], float]],
 
 @dataclass(frozen=True)
 class RunReading:
-    """What one reading says of a run; `idle` None (with `reason`) when it cannot say."""
+    """What one reading says of a run; `idle` None (with `reason`, a code of
+    `jobs.gpu.reasons`, and its `reason_params`) when it cannot say."""
 
     utilization: float | None
     tensor_active: float | None
@@ -174,7 +180,8 @@ class RunReading:
     idle: bool | None
     gpus: int
     pods: list[dict[str, Any]]
-    reason: str = ""
+    reason: str = ""  # NO_SERIES, TOO_YOUNG, ... (jobs.gpu.reasons puts it into words)
+    reason_params: dict[str, Any] = field(default_factory=dict)
 
 
 def _weighted(readings: Sequence[PodReading], attribute: str) -> float | None:
@@ -195,14 +202,14 @@ def assess(readings: Sequence[PodReading], *, threshold: float, running_since: d
         "utilization" if utilization is not None else ""
     gpus = sum(r.gpus for r in readings)
     idle: bool | None = all(r.idle(threshold) for r in readings)
-    reason = ""
+    reason, params = "", {}
     if not readings:
-        idle, reason = None, "no DCGM series for the run's pods in Prometheus"
+        idle, reason = None, NO_SERIES
     elif running_since > as_of - timedelta(seconds=window_seconds):
-        idle, reason = None, f"Running for less than the window ({window_seconds} s)"
+        idle, reason, params = None, TOO_YOUNG, {"window_seconds": window_seconds}
     return RunReading(utilization=_rounded(utilization),
                       tensor_active=_rounded(tensor_active, 4), metric=metric, idle=idle,
-                      gpus=gpus, pods=pods, reason=reason)
+                      gpus=gpus, pods=pods, reason=reason, reason_params=params)
 
 
 def counted_seconds(previous: datetime | None, as_of: datetime, window_seconds: int) -> float:

@@ -52,7 +52,12 @@ class RunGpu(models.Model):
     gpus = models.PositiveIntegerField(default=0)  # GPU series seen for the run's pods
     # [{namespace, pod, gpus, utilization, tensor_active, idle}], at most MAX_PODS entries
     pods = models.JSONField(default=list, blank=True)
-    reason = models.CharField(max_length=300, blank=True, default="")  # why it is unknown
+    # Why it is unknown: a code of jobs.gpu.reasons and its parameters, put into words in the
+    # viewer's language when shown; `reason` keeps the words in English (logs, the admin, and
+    # readings stored before the codes).
+    reason = models.CharField(max_length=300, blank=True, default="")
+    reason_code = models.CharField(max_length=40, blank=True, default="")
+    reason_params = models.JSONField(default=dict, blank=True)
     # When the last known reading was taken: the start of the next counted interval.
     counted_until = models.DateTimeField(null=True, blank=True)
     observed_seconds = models.FloatField(default=0.0)

@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from jobs.core.gpu import RunReading, assess, counted_seconds, gpu_query, pod_readings
 from jobs.gpu import conf
+from jobs.gpu.reasons import NO_PODS, PROMETHEUS, english
 from jobs.models import (
     EventKind,
     GpuIdleEpisode,
@@ -45,8 +46,8 @@ __all__ = ["GpuReport", "observe_cluster_gpus"]
 logger = logging.getLogger(__name__)
 
 _FIELDS = ("checked_at", "as_of", "utilization", "tensor_active", "metric", "idle", "gpus",
-           "pods", "reason", "counted_until", "observed_seconds", "idle_seconds",
-           "idle_gpu_seconds")
+           "pods", "reason", "reason_code", "reason_params", "counted_until",
+           "observed_seconds", "idle_seconds", "idle_gpu_seconds")
 
 
 class GpuReport(NamedTuple):
@@ -102,11 +103,18 @@ def _end_left_episodes(cluster: str) -> None:
             ended_at=episode.last_idle_at, end=IdleEnd.RUN_ENDED)
 
 
-def _unknown(run: _Run, reason: str, now: datetime) -> None:
+def _unknown(run: _Run, detail: str, now: datetime) -> None:
+    """Prometheus gave no usable answer (`detail`, its reason): the reading is unknown."""
     gpu = run.gpu
     gpu.checked_at = now
     gpu.as_of = gpu.utilization = gpu.tensor_active = gpu.idle = None
-    gpu.metric, gpu.gpus, gpu.pods, gpu.reason = "", 0, [], reason[:300]
+    gpu.metric, gpu.gpus, gpu.pods = "", 0, []
+    _reason(gpu, PROMETHEUS, {"detail": detail[:200]})
+
+
+def _reason(gpu: RunGpu, code: str, params: Mapping[str, Any]) -> None:
+    gpu.reason_code, gpu.reason_params = code, dict(params)
+    gpu.reason = english(code, params)[:300] if code else ""
 
 
 def _apply(run: _Run, reading: RunReading, as_of: datetime, now: datetime) -> float:
@@ -115,7 +123,8 @@ def _apply(run: _Run, reading: RunReading, as_of: datetime, now: datetime) -> fl
     gpu.checked_at, gpu.as_of = now, as_of
     gpu.utilization, gpu.tensor_active = reading.utilization, reading.tensor_active
     gpu.metric, gpu.idle, gpu.gpus = reading.metric, reading.idle, reading.gpus
-    gpu.pods, gpu.reason = reading.pods, reading.reason
+    gpu.pods = reading.pods
+    _reason(gpu, reading.reason, reading.reason_params)
     if reading.idle is None:
         return 0.0
     seconds = counted_seconds(gpu.counted_until, as_of, conf.window_seconds())
@@ -185,7 +194,7 @@ def _ask(runs: Sequence[_Run], pods: Mapping[int, list[tuple[str, str]]],
                              max_bytes=conf.max_bytes(), at=now), ""
     except PrometheusError as error:
         logger.info("gpu reading: Prometheus did not answer: %s", error.reason)
-        return None, f"Prometheus: {error.reason}"
+        return None, error.reason or "?"
 
 
 def observe_cluster_gpus(*, cluster: str, now: datetime | None = None) -> GpuReport | None:
@@ -211,11 +220,11 @@ def observe_cluster_gpus(*, cluster: str, now: datetime | None = None) -> GpuRep
                              threshold=conf.threshold(), running_since=run.running_since,
                              as_of=as_of, window_seconds=conf.window_seconds())
             if not pods.get(run.pk):
-                reading = RunReading(None, None, "", None, 0, [],
-                                     reason="no running pods seen yet")
+                reading = RunReading(None, None, "", None, 0, [], reason=NO_PODS)
             seconds = _apply(run, reading, as_of, now)
             idle += bool(reading.idle)
             opened += _episode(run, reading, as_of, seconds, now)
         upsert(RunGpu, [_row(run) for run in runs], unique=("run_record_id",), update=_FIELDS)
     return GpuReport(runs=len(runs), queries=int(vector is not None or bool(failure)),
-                     idle=idle, opened=opened, unknown=failure)
+                     idle=idle, opened=opened,
+                     unknown=english(PROMETHEUS, {"detail": failure}) if failure else "")

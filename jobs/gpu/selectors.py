@@ -6,13 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from jobs.gpu import conf
+from jobs.gpu.reasons import NO_READING, NOT_CONFIGURED, reason_text
 from jobs.models import GpuIdleEpisode, JobState, RunGpu, RunRecord
 from jobs.progress.selectors import iso
 
 __all__ = ["gpu_body", "idle_episodes_body"]
 
-NOT_CONFIGURED = "Prometheus is not configured (RLARK_PROMETHEUS_URL)"
-NO_READING = "no reading yet"
 
 
 def idle_episodes_body(record: RunRecord) -> list[dict[str, Any]]:
@@ -28,10 +27,12 @@ def idle_episodes_body(record: RunRecord) -> list[dict[str, Any]]:
 
 def gpu_body(record: RunRecord | None) -> dict[str, Any]:
     """SPEC 16's `gpu` of a run: {utilization, tensor_active, as_of, idle} and what explains
-    them (the metric that decided, the reason when unknown, the pods, the idle time)."""
+    them (the metric that decided, the reason when unknown: `reason_code`, stable, and `reason`,
+    its words in the active language, the pods, the idle time)."""
     body: dict[str, Any] = {
         "utilization": None, "tensor_active": None, "as_of": None, "idle": None,
-        "idle_since": None, "metric": None, "reason": NOT_CONFIGURED, "checked_at": None,
+        "idle_since": None, "metric": None, "reason_code": NOT_CONFIGURED,
+        "reason": reason_text(NOT_CONFIGURED), "checked_at": None,
         "gpus": 0, "pods": [], "window_seconds": conf.window_seconds(),
         "threshold": conf.threshold(), "observed_seconds": 0.0, "idle_seconds": 0.0,
         "idle_gpu_seconds": 0.0, "episodes": [],
@@ -44,13 +45,14 @@ def gpu_body(record: RunRecord | None) -> dict[str, Any]:
         kept = None
     if kept is None:
         if conf.prometheus_url():
-            body["reason"] = NO_READING
+            body.update(reason_code=NO_READING, reason=reason_text(NO_READING))
         return body
     episodes = idle_episodes_body(record)
     open_episode = next((e for e in episodes if e["ended_at"] is None), None)
     body.update(
         utilization=kept.utilization, tensor_active=kept.tensor_active, as_of=iso(kept.as_of),
-        idle=kept.idle, metric=kept.metric or None, reason=kept.reason or None,
+        idle=kept.idle, metric=kept.metric or None, reason_code=kept.reason_code or None,
+        reason=reason_text(kept.reason_code, kept.reason_params, fallback=kept.reason) or None,
         checked_at=iso(kept.checked_at), gpus=kept.gpus, pods=kept.pods,
         observed_seconds=round(kept.observed_seconds, 3),
         idle_seconds=round(kept.idle_seconds, 3),

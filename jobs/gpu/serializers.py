@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from jobs.gpu.reasons import REASONS
+
 
 class GpuPodSerializer(serializers.Serializer):
     namespace = serializers.CharField()
@@ -40,7 +42,12 @@ class GpuSerializer(serializers.Serializer):
     idle_since = serializers.DateTimeField(allow_null=True)
     metric = serializers.ChoiceField(choices=["tensor_active", "utilization"], allow_null=True,
                                      help_text="what decided idle")
-    reason = serializers.CharField(allow_null=True, help_text="why it is unknown")
+    reason_code = serializers.ChoiceField(
+        choices=list(REASONS), allow_null=True,
+        help_text="why it is unknown, as a stable code (null: known, or a reading stored "
+                  "before the codes)")
+    reason = serializers.CharField(allow_null=True, help_text="why it is unknown, in the "
+                                   "request's language (Accept-Language)")
     checked_at = serializers.DateTimeField(allow_null=True, help_text="the last status pass")
     gpus = serializers.IntegerField()
     pods = GpuPodSerializer(many=True)

@@ -8,6 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from jobs.core.gpu import (
+    NO_SERIES,
+    TOO_YOUNG,
     PodReading,
     assess,
     counted_seconds,
@@ -93,9 +95,10 @@ def test_idle_only_when_every_pod_is_and_figures_are_weighted_by_gpus() -> None:
 
 
 def test_unknown_without_series_or_before_a_full_window() -> None:
-    assert judge().idle is None and "no DCGM series" in judge().reason
+    assert judge().idle is None and judge().reason == NO_SERIES
     young = judge(reading("a-actor-0", util=0.0, tensor=0.0), since=timedelta(minutes=5))
-    assert young.idle is None and "less than the window" in young.reason
+    assert young.idle is None and young.reason == TOO_YOUNG
+    assert young.reason_params == {"window_seconds": 900}  # put into words when shown
     assert young.utilization == 0.0  # the figures are still shown
 
 

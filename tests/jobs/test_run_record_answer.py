@@ -149,7 +149,7 @@ def oracle_chain(record: RunRecord) -> Any:
         "cause": record.cause or None,  # SPEC 16: none found yet
         "gpu": {  # SPEC 16: Prometheus is not configured in the tests' settings
             "utilization": None, "tensor_active": None, "as_of": None, "idle": None,
-            "idle_since": None, "metric": None,
+            "idle_since": None, "metric": None, "reason_code": "not_configured",
             "reason": "Prometheus is not configured (RLARK_PROMETHEUS_URL)", "checked_at": None,
             "gpus": 0, "pods": [], "window_seconds": 900, "threshold": 0.05,
             "observed_seconds": 0.0, "idle_seconds": 0.0, "idle_gpu_seconds": 0.0,
