@@ -534,7 +534,8 @@ def parameters_findings_of(
             verifications=views.get(job.team_id, {}),
             parameters=parameters_view(record) if record.team_id == job.team_id else None,
             parameters_launch_list_id=record.launch_list_id,
-            launch_list_parameters_id=pointing.get(job.launch_list_id),
+            launch_list_parameters_id=(pointing.get(job.launch_list_id)
+                                       if job.launch_list_id else None),
         )
         findings[record.pk] = parameters_check(specs[record.pk], ctx)
     return findings

@@ -170,13 +170,13 @@ def verification_views_by_team(
                              verification.selector_key))
         if found is None:
             continue
-        key = (verification.team_id, found)
-        current = best.get(key)
+        team_key = (verification.team_id, found)
+        current = best.get(team_key)
         if current is None or (
             current.state != VerificationState.APPROVED
             and verification.state == VerificationState.APPROVED
         ):
-            best[key] = verification
+            best[team_key] = verification
     views: dict[int, dict[VerificationKey, VerificationView]] = {}
     for (team_id, key), verification in best.items():
         views.setdefault(team_id, {})[key] = _view(verification)
