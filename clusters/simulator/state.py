@@ -531,12 +531,12 @@ class ClusterState:
                                   type="Warning")
             released = []
             for workload in self.kueue.admit():
-                job = self._jobs.get((workload.namespace, workload.owner[0]))
-                if job is None:
+                owner = self._jobs.get((workload.namespace, workload.owner[0]))
+                if owner is None:
                     continue
-                for ref in pod_refs(job):
+                for ref in pod_refs(owner):
                     self._scheduled((workload.namespace, ref.name))  # re-rendered ungated
-                released.append(job)
+                released.append(owner)
             return released + self._stop_evicted()
 
     def _stop_evicted(self) -> list[Object]:
