@@ -95,6 +95,13 @@ class Shortfall:
     def never(self) -> bool:
         return self.allocatable < self.needed
 
+    @property
+    def lacking(self) -> str:
+        """By how much the node is short, as a quantity: of its allocatable when it can never
+        hold the worker, else of what is free now."""
+        have = self.allocatable if self.never else self.free
+        return format_units(self.resource, max(0, self.needed - have))
+
     def as_dict(self) -> dict[str, str]:
         return {"cluster": self.cluster, "node": self.node, "resource": self.resource,
                 "free": format_units(self.resource, self.free),

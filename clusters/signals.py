@@ -11,3 +11,10 @@ inventory_changed = Signal()
 # ("requested", "approved", "rejected" or "stale"). Receivers run in that transaction, so
 # whatever they write commits or rolls back with the change (notifications use this).
 verification_changed = Signal()
+
+# Sent by the admin queue for the requests a page shows, to learn the pre-flight (SPEC 15) of
+# the jobs they were asked for (the jobs app knows jobs; this app does not). kwargs:
+# verifications (a list of Verification). A receiver answers {verification id:
+# [clusters.verifications.capacity.JobCapacity]}, read in a number of queries that does not
+# grow with the verifications.
+queue_capacity = Signal()

@@ -229,7 +229,7 @@ def cluster_inventory_of(spec: JobSpec) -> dict[str, ClusterInventory]:
     return cluster_inventory(_cluster_names(spec))
 
 
-def _cluster_facts(inventory: Mapping[str, ClusterInventory]) -> dict[str, ClusterFacts]:
+def cluster_facts(inventory: Mapping[str, ClusterInventory]) -> dict[str, ClusterFacts]:
     return {
         name: ClusterFacts(
             name=name,
@@ -336,7 +336,7 @@ def check_context_for(
     world = _read_world(spec, exclude_job_id=exclude_job_id)
     capacity = matched_capacity(_usable_selector(role) for role in spec.roles)
     return CheckContext(
-        clusters=_cluster_facts(inventory),
+        clusters=cluster_facts(inventory),
         matches=_matches(spec),
         capacity=capacity.nodes,
         occupancy=capacity.occupancy,

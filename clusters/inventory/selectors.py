@@ -141,20 +141,16 @@ def _allocatable_devices(text: str | None, cache: dict[str, dict[str, int | None
     return cache[key]
 
 
-def matched_capacity(selectors: Iterable[Mapping[str, str]]) -> MatchedCapacity:
-    """The capacity of every node matching one of `selectors` (empty ones match nothing),
-    in one query."""
-    conditions = sorted({json.dumps(dict(sorted(s.items()))) for s in selectors if s})
-    if not conditions:
-        return MatchedCapacity(nodes={}, occupancy={})
-    with connection.cursor() as cursor:
-        cursor.execute(_MATCHED_CAPACITY_SQL, [conditions])
-        rows = cursor.fetchall()
+def _capacity_rows(rows: Iterable[Sequence[Any]]) -> MatchedCapacity:
+    """`MatchedCapacity` of `_MATCHED_CAPACITY_SQL`'s rows (or rows ending with the same
+    columns)."""
     devices_seen: dict[str, dict[str, int | None]] = {}
     requested_seen: dict[str, dict[str, Any]] = {}
     nodes: dict[tuple[str, str], NodeCapacity] = {}
     occupancy: dict[str, ClusterOccupancy] = {}
     for cluster, name, gpu, devices, cpu, memory, pods, requested, state, as_of in rows:
+        if (cluster, name) in nodes:
+            continue
         if cluster not in occupancy:
             occupancy[cluster] = ClusterOccupancy(
                 as_of=as_of.isoformat() if as_of else "",
@@ -169,6 +165,58 @@ def matched_capacity(selectors: Iterable[Mapping[str, str]]) -> MatchedCapacity:
             gpu=gpu, devices=_allocatable_devices(devices, devices_seen), cpu_milli=cpu,
             memory_bytes=memory, pods=pods, requested=stored)
     return MatchedCapacity(nodes=nodes, occupancy=occupancy)
+
+
+def matched_capacity(selectors: Iterable[Mapping[str, str]]) -> MatchedCapacity:
+    """The capacity of every node matching one of `selectors` (empty ones match nothing),
+    in one query."""
+    conditions = sorted({json.dumps(dict(sorted(s.items()))) for s in selectors if s})
+    if not conditions:
+        return MatchedCapacity(nodes={}, occupancy={})
+    with connection.cursor() as cursor:
+        cursor.execute(_MATCHED_CAPACITY_SQL, [conditions])
+        rows = cursor.fetchall()
+    return _capacity_rows(rows)
+
+
+# `_MATCHED_CAPACITY_SQL` with, on each row, which of the selectors (its 1-based position)
+# the node matches.
+_CAPACITY_BY_SELECTOR_SQL = """
+SELECT s.position, c.name, n.name, n.gpu, n.devices::text, n.cpu_milli, n.memory_bytes,
+    n.pods, o.requested::text, c.state, c.occupancy_as_of
+FROM unnest(%s::jsonb[]) WITH ORDINALITY AS s(selector, position)
+JOIN clusters_node n ON n.labels @> s.selector AND NOT n.gone
+JOIN clusters_cluster c ON c.id = n.cluster_id
+LEFT JOIN clusters_nodeoccupancy o ON o.node_id = n.id
+ORDER BY s.position, c.name, n.name
+"""
+
+
+@dataclass(frozen=True)
+class SelectorsCapacity:
+    """What the pre-flight reads for several selectors at once: each selector's matched
+    nodes, (cluster, node) in that order, by its sorted (key, value) pairs; and the capacity
+    of all of them."""
+
+    matched: Mapping[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]
+    capacity: MatchedCapacity
+
+
+def selectors_capacity(selectors: Iterable[Mapping[str, str]]) -> SelectorsCapacity:
+    """`match_selector`'s nodes (present nodes carrying every condition) and
+    `matched_capacity` of many selectors in one query, however many there are (a page of the
+    admin queue: every request's and every job role's selector)."""
+    keys = sorted({tuple(sorted(s.items())) for s in selectors if s})
+    if not keys:
+        return SelectorsCapacity(matched={}, capacity=MatchedCapacity(nodes={}, occupancy={}))
+    with connection.cursor() as cursor:
+        cursor.execute(_CAPACITY_BY_SELECTOR_SQL, [[json.dumps(dict(k)) for k in keys]])
+        rows = cursor.fetchall()
+    matched: dict[tuple[tuple[str, str], ...], list[tuple[str, str]]] = {k: [] for k in keys}
+    for row in rows:
+        matched[keys[row[0] - 1]].append((row[1], row[2]))
+    return SelectorsCapacity(matched={k: tuple(v) for k, v in matched.items()},
+                             capacity=_capacity_rows(row[1:] for row in rows))
 
 
 def selector_preflight(selector: Mapping[str, str], needs: Mapping[str, int]) -> dict[str, Any]:

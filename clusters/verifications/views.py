@@ -36,6 +36,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from clusters.matching import NodeWindow
 from clusters.models import Verification
+from clusters.verifications.capacity import QueueCapacity, queue_capacities
 from clusters.verifications.forms import DecisionForm, QueueFilterForm, VerificationRequestForm
 from clusters.verifications.selectors import (
     ResultInputs,
@@ -76,6 +77,11 @@ NODES_PER_PAGE = 200
 # form of a page posts the same one). Escaped text cannot contain the `<input>` it stands in.
 _CSRF_MARK = "csrf-token-of-the-page"
 _CSRF_INPUT = '<input type="hidden" name="csrfmiddlewaretoken" value="{}">'
+# Where a cached panel takes its capacity panel (`_panel.html`), rendered on every view: the
+# pre-flight moves with every occupancy poll and every change of the jobs it is computed for,
+# none of which `_panel_key` names. Escaped text cannot contain an HTML comment.
+CAPACITY_MARK = "<!--capacity-panel-->"
+CAPACITY_TEMPLATE = "clusters/verifications/_capacity.html"
 
 
 class _Shown:
@@ -183,12 +189,21 @@ def _render_panel(verification: Verification, inputs: ResultInputs, *,
     })
 
 
-def _with_token(request: HttpRequest, panels: list[str]) -> list[SafeString]:
-    """Panels as `_render_panel` wrote them, with this page's CSRF token."""
+def _with_token(request: HttpRequest, panels: list[str],
+                capacities: list[QueueCapacity | None] | None = None) -> list[SafeString]:
+    """Panels as `_render_panel` wrote them, with this page's CSRF token and each one's
+    capacity panel rendered now (`CAPACITY_MARK`)."""
     mark = format_html(_CSRF_INPUT, _CSRF_MARK)
     token = format_html(_CSRF_INPUT, get_token(request))
-    # Rendered by the template engine, which escaped every value it wrote.
-    return [mark_safe(html.replace(mark, token)) for html in panels]  # noqa: S308
+    shown = capacities if capacities is not None else [None] * len(panels)
+    return [
+        # Rendered by the template engine, which escaped every value it wrote.
+        mark_safe(html.replace(mark, token).replace(  # noqa: S308
+            CAPACITY_MARK, render_to_string(CAPACITY_TEMPLATE, {
+                "capacity": capacity, "verification_id": capacity.verification_id})
+            if capacity is not None else "", 1))
+        for html, capacity in zip(panels, shown, strict=True)
+    ]
 
 
 def _panels(request: HttpRequest, verifications: list[Verification],
@@ -208,7 +223,9 @@ def _panels(request: HttpRequest, verifications: list[Verification],
                     for v, key in zip(verifications, keys, strict=True) if key not in held}
         cache.set_many(rendered, PANEL_SECONDS)
         held.update(rendered)
-    return _with_token(request, [held[key] for key in keys])
+    capacities = queue_capacities(verifications)
+    return _with_token(request, [held[key] for key in keys],
+                       [capacities.get(v.pk) for v in verifications])
 
 
 @login_required
@@ -328,5 +345,6 @@ def queue_decide(request: HttpRequest, verification_id: int) -> HttpResponse:
     inputs = result_inputs([verification])
     if error:
         panel = _render_panel(verification, inputs, form=form, error=error)
-        return HttpResponse(_with_token(request, [panel])[0])
+        capacity = queue_capacities([verification]).get(verification.pk)
+        return HttpResponse(_with_token(request, [panel], [capacity])[0])
     return HttpResponse(_panels(request, [verification], inputs)[0])
