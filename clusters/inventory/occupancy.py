@@ -1,7 +1,8 @@
 """Node occupancy: what the pods bound to each node request (pure: no database, no cluster).
 
 Render, then apply. `tally` adds the pods of a streamed pod listing up per node as the pages
-arrive (each pod's effective request by `clusters.podrequests`, the one rule), keeping one
+arrive (each pod's effective request, computed by the gateway with `clusters.podrequests`,
+the one rule), keeping one
 small mapping per node and nothing per pod but its uid; `occupancy_changes` compares the
 result with the stored rows and answers only the rows that differ;
 `clusters.inventory.sync.write_occupancy` writes them in bulk.
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from clusters.k8s import BoundPod
-from clusters.podrequests import PODS, effective_requests, format_units
+from clusters.podrequests import PODS, format_units
 
 MAX_AMOUNT = 2**63 - 1
 """The largest total a node may carry (Kubernetes' scheduler keeps them as int64)."""
@@ -56,7 +57,7 @@ class Tally:
         if counted is None:
             self.elsewhere += 1
             return
-        for resource, amount in effective_requests(pod.resources).items():
+        for resource, amount in pod.requests.items():
             counted[resource] = counted.get(resource, 0) + amount
         counted[PODS] = counted.get(PODS, 0) + 1
         self.pods += 1

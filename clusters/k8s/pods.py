@@ -2,7 +2,8 @@
 
 `list_pods` and `list_events` follow pagination (transient failures retried per page) up to
 `max_items`; `iter_bound_pod_pages` streams the cluster-wide list of pods bound to nodes and
-still running (for occupancy), page by page, within bounds on items, pages and bytes;
+still running (for occupancy), page by page, within bounds on items, pages and bytes, each
+page read by a typed decoder that keeps only what the request rule needs (below);
 `read_pod_log` reads at most `max_bytes` of text (the rest of the answer is discarded and the
 connection closed) and is not retried: a log read is cheap to repeat by the caller and a
 retried follow would duplicate lines.
@@ -10,12 +11,14 @@ retried follow would duplicate lines.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
+import msgspec
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
@@ -30,7 +33,13 @@ from clusters.k8s.client import (
 )
 from clusters.k8s.errors import KubeError, ListTooLarge
 from clusters.k8s.retry import DEFAULT_BASE_DELAY, DEFAULT_READ_ATTEMPTS, call_with_retries
-from clusters.podrequests import PodResources, PodSpecError, pod_requests, pod_resources_from_spec
+from clusters.podrequests import (
+    MAX_CONTAINERS,
+    PodSpecError,
+    effective_requests,
+    pod_requests,
+    pod_resources_from_spec,
+)
 
 DEFAULT_LOG_BYTES = 1024 * 1024
 """The most log text one `read_pod_log` returns unless told otherwise."""
@@ -94,11 +103,12 @@ class PodCondition:
     at: str = ""
 
 
-@dataclass(frozen=True)
-class BoundPod:
+class BoundPod(NamedTuple):
     """A pod bound to a node and not ended, reduced to what occupancy needs: where it is,
-    who it is, its labels (for those who group pods by Job) and what decides its request
-    (`clusters.podrequests.effective_requests` computes it)."""
+    who it is, its labels (for those who group pods by Job) and its effective request
+    (`clusters.podrequests.pod_requests`: scheduler units, zero amounts left out). The
+    request mapping is read-only: pods of one shape share it. (A named tuple: a listing
+    makes one per pod, and a tuple is built several times faster than a frozen dataclass.)"""
 
     node: str
     namespace: str
@@ -106,7 +116,7 @@ class BoundPod:
     uid: str
     phase: str
     labels: dict[str, str]
-    resources: PodResources
+    requests: Mapping[str, int]
 
 
 @dataclass(frozen=True)
@@ -252,7 +262,7 @@ def bound_pod_from_object(pod: object) -> BoundPod | None:
     if not node or phase in _ENDED:
         return None
     try:
-        resources = pod_resources_from_spec(spec)
+        requests = effective_requests(pod_resources_from_spec(spec))
     except PodSpecError as error:
         raise KubeError(f"{where()}: {error}", reason="BadResponse") from error
     return BoundPod(
@@ -262,8 +272,210 @@ def bound_pod_from_object(pod: object) -> BoundPod | None:
         uid=str(metadata.get("uid") or ""),
         phase=phase,
         labels=_text_map(metadata.get("labels")),
-        resources=resources,
+        requests=MappingProxyType(requests),
     )
+
+
+# The typed decoder of a pod-list page (occupancy). `msgspec` decodes the page straight into
+# these structs, skipping every other field in C: metadata's name, namespace, uid and labels,
+# what `clusters.podrequests` reads of the spec (`nodeName`, the containers' and init
+# containers' `resources.requests` and `restartPolicy`, pod-level `resources.requests`,
+# `overhead`) and `status.phase`. A page the structs do not describe (not JSON, a wrong type
+# anywhere, a quantity that is neither text nor a number) is read again by `json.loads` and
+# `bound_pod_from_object`, the reference reduction, which names the pod and field at fault
+# or, for a page that is merely unusual, answers what the typed path would have.
+
+_Quantity = str | int | float
+
+
+class _Resources(msgspec.Struct):
+    requests: dict[str, _Quantity] | None = None
+
+
+class _Container(msgspec.Struct):
+    resources: _Resources | None = None
+    restartPolicy: str | None = None
+
+
+class _Spec(msgspec.Struct):
+    nodeName: str | None = None
+    containers: list[_Container] | None = None
+    initContainers: list[_Container] | None = None
+    resources: _Resources | None = None
+    overhead: dict[str, _Quantity] | None = None
+
+
+class _Metadata(msgspec.Struct):
+    name: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
+    labels: dict[str, Any] | None = None
+
+
+class _Status(msgspec.Struct):
+    phase: str | None = None
+
+
+class _Pod(msgspec.Struct):
+    metadata: _Metadata | None = None
+    spec: _Spec | None = None
+    status: _Status | None = None
+
+
+class _ListMeta(msgspec.Struct):
+    continue_: Any = msgspec.field(default=None, name="continue")
+
+
+class _PodPage(msgspec.Struct):
+    items: list[_Pod] | None = None
+    metadata: _ListMeta | None = None
+
+
+_PAGE_DECODER = msgspec.json.Decoder(_PodPage)
+_NO_METADATA = _Metadata()
+
+_REQUESTS_CACHE: dict[tuple[Any, ...], Mapping[str, int]] = {}
+"""Effective requests by the request-deciding part of a spec (pods of one shape, the most of
+a cluster, are computed once); cleared when full, so bounded whatever the listing holds."""
+_REQUESTS_CACHE_MAX = 4096
+_KEY_MAX_ENTRIES = 64
+"""A spec with more resource entries than this is computed without being cached."""
+
+
+def _text_items(requests: dict[str, _Quantity] | None) -> tuple[tuple[str, str], ...] | None:
+    """A requests map as a key, when every quantity is text (None otherwise: a JSON number
+    equals a text only by value, and `1` and `1.0` must not share an answer)."""
+    if not requests:
+        return ()
+    items = tuple(requests.items())
+    for _resource, quantity in items:
+        if type(quantity) is not str:
+            return None
+    return items  # type: ignore[return-value]
+
+
+def _requests_key(spec: _Spec) -> tuple[Any, ...] | None:
+    """What of `spec` decides its request, hashable; None when it is not to be cached."""
+    containers, inits = spec.containers or (), spec.initContainers or ()
+    if len(containers) > MAX_CONTAINERS or len(inits) > MAX_CONTAINERS:
+        return None
+    parts: list[Any] = []
+    entries = 0
+    for container in containers:
+        items = _text_items(container.resources.requests if container.resources else None)
+        if items is None:
+            return None
+        entries += len(items)
+        parts.append(items)
+    parts.append(None)  # containers end here
+    for init in inits:
+        items = _text_items(init.resources.requests if init.resources else None)
+        if items is None:
+            return None
+        entries += len(items)
+        parts.append((init.restartPolicy == "Always", items))
+    pod_level = _text_items(spec.resources.requests if spec.resources else None)
+    overhead = _text_items(spec.overhead)
+    if pod_level is None or overhead is None:
+        return None
+    if entries + len(pod_level) + len(overhead) > _KEY_MAX_ENTRIES:
+        return None
+    parts.append(pod_level)
+    parts.append(overhead)
+    return tuple(parts)
+
+
+def _container_spec(container: _Container) -> dict[str, Any]:
+    document: dict[str, Any] = {}
+    if container.resources is not None:
+        document["resources"] = {"requests": container.resources.requests}
+    if container.restartPolicy is not None:
+        document["restartPolicy"] = container.restartPolicy
+    return document
+
+
+def _spec_document(spec: _Spec) -> dict[str, Any]:
+    """The request-deciding part of a typed spec, as the JSON the request rule reads."""
+    document: dict[str, Any] = {}
+    for key, containers in (("containers", spec.containers),
+                            ("initContainers", spec.initContainers)):
+        if containers is not None:
+            document[key] = [_container_spec(container) for container in containers]
+    if spec.resources is not None:
+        document["resources"] = {"requests": spec.resources.requests}
+    if spec.overhead is not None:
+        document["overhead"] = spec.overhead
+    return document
+
+
+def _typed_requests(spec: _Spec, metadata: _Metadata) -> Mapping[str, int]:
+    key = _requests_key(spec)
+    if key is not None:
+        known = _REQUESTS_CACHE.get(key)
+        if known is not None:
+            return known
+    try:
+        requests: Mapping[str, int] = MappingProxyType(pod_requests(_spec_document(spec)))
+    except PodSpecError as error:
+        raise KubeError(f"pod {metadata.namespace!s:.63}/{metadata.name!s:.253}: {error}",
+                        reason="BadResponse") from error
+    if key is not None:
+        if len(_REQUESTS_CACHE) >= _REQUESTS_CACHE_MAX:
+            _REQUESTS_CACHE.clear()
+        _REQUESTS_CACHE[key] = requests
+    return requests
+
+
+def _bound_pod_from_typed(pod: _Pod) -> BoundPod | None:
+    """`bound_pod_from_object` of a typed pod (the same answer for the same pod)."""
+    spec = pod.spec
+    node = spec.nodeName if spec is not None else None
+    phase = (pod.status.phase if pod.status is not None else None) or ""
+    if not node or phase in _ENDED or spec is None:
+        return None
+    metadata = pod.metadata or _NO_METADATA
+    return BoundPod(
+        node=node,
+        namespace=metadata.namespace or "",
+        name=metadata.name or "",
+        uid=metadata.uid or "",
+        phase=phase,
+        labels=_text_map(metadata.labels),
+        requests=_typed_requests(spec, metadata),
+    )
+
+
+@dataclass(frozen=True)
+class _DecodedPage:
+    items: Sequence[Any]
+    reduce: Callable[[Any], BoundPod | None]
+    continue_token: object
+
+
+def _decode_pod_page(body: bytes, *, status: int) -> _DecodedPage:
+    """A page of the pod list: typed when the structs describe it, else as plain JSON."""
+    try:
+        typed = _PAGE_DECODER.decode(body)
+    except msgspec.MsgspecError:
+        pass
+    else:
+        return _DecodedPage(items=typed.items or [], reduce=_bound_pod_from_typed,
+                            continue_token=typed.metadata.continue_ if typed.metadata else None)
+    page = decode_json(body, status=status)
+    found = page.get("items") or []
+    if not isinstance(found, list):
+        raise KubeError("the pod list's items are not a list", reason="BadResponse")
+    metadata = page.get("metadata") or {}
+    return _DecodedPage(items=found, reduce=bound_pod_from_object,
+                        continue_token=metadata.get("continue") if isinstance(metadata, dict)
+                        else None)
+
+
+def bound_pods_of_page(body: bytes, *, status: int = 200) -> tuple[list[BoundPod], object]:
+    """The bound, running pods of one pod-list page body and its continue token (as sent).
+    Raises `KubeError` (`BadResponse`) for a body that is not a pod list."""
+    page = _decode_pod_page(body, status=status)
+    return [pod for pod in map(page.reduce, page.items) if pod is not None], page.continue_token
 
 
 def event_info_from_object(event: dict[str, Any]) -> EventInfo:
@@ -383,20 +595,15 @@ def iter_bound_pod_pages(
         status, body = call_with_retries(
             partial(fetch, continue_token), attempts=attempts, base_delay=base_delay)
         with collector_paused():  # the page decoded and reduced: 4x faster in a Django process
-            page = decode_json(body, status=status)
+            page = _decode_pod_page(body, status=status)
             del body
-            found = page.get("items") or []
-            if not isinstance(found, list):
-                raise KubeError("the pod list's items are not a list", reason="BadResponse")
-            items += len(found)
+            items += len(page.items)
             if items > max_pods:
                 raise ListTooLarge(f"the pod list has more than {max_pods} pods",
                                    reason="ListTooLarge")
-            reduced = [pod for pod in map(bound_pod_from_object, found) if pod is not None]
-            metadata = page.get("metadata") or {}
-            continue_token = (
-                metadata.get("continue") if isinstance(metadata, dict) else None) or None
-            del page, found
+            reduced = [pod for pod in map(page.reduce, page.items) if pod is not None]
+            continue_token = page.continue_token or None  # type: ignore[assignment]
+            del page
         yield reduced
         del reduced
         if continue_token is None:

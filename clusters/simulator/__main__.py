@@ -8,6 +8,7 @@ any change, and at shutdown), so a restarted simulator still has the Jobs it was
 from __future__ import annotations
 
 import argparse
+import gc
 import signal
 import sys
 import threading
@@ -85,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cannot listen on {arguments.host}:{arguments.port}: {error}", file=sys.stderr)
         return 1
     simulator = running.simulator
+    # The fleet's objects (a large fleet's are millions) live as long as the process: move
+    # them out of the collector's reach, so a full collection while serving does not walk
+    # them all again (at 200,000 pods, a pause of a second on every few hundred requests).
+    gc.freeze()
     stop = threading.Event()
 
     def request_stop(signum: int, frame: FrameType | None) -> None:

@@ -155,9 +155,15 @@ def _pods_page(context: ClusterContext, request: Request, namespace: str | None)
     def items() -> list[Any]:
         listed = cluster.pod_list()
         pods = listed.pods if fields.node is None else listed.by_node.get(fields.node, [])
-        return [pod for pod in pods
-                if (namespace is None or pod["metadata"]["namespace"] == namespace)
-                and fields.matches(pod) and labels(pod["metadata"].get("labels") or {})]
+
+        def select() -> list[Any]:
+            return [pod for pod in pods
+                    if (namespace is None or pod["metadata"]["namespace"] == namespace)
+                    and fields.matches(pod) and labels(pod["metadata"].get("labels") or {})]
+
+        if fields.node is not None:  # a node's few pods: selected on each list
+            return select()
+        return listed.selected(f"{namespace or ''}/{label_text}/{field_text}", select)
 
     page = _page(cluster, request, kind=f"pods/{namespace or ''}/{label_text}/{field_text}",
                  supported=("labelSelector", "fieldSelector"), items=items)

@@ -630,6 +630,8 @@ class ClusterState:
                                  created=now_timestamp())
         self._foreign[spec.name] = _ForeignPod(spec, spec.request(), pod)
         self._pod_list = None
+        # Encoded now, once: a list answers it from the cache (foreign pods never change).
+        self._encoded_pods.get(f"{spec.namespace}/{spec.name}", pod)
         return pod
 
     def add_foreign_pod(self, spec: ForeignPodSpec) -> Object:
@@ -997,11 +999,25 @@ class _PodList:
     """Pods in list order, and the same pods by node (the API server's `spec.nodeName`
     index: a list narrowed to one node reads only that node's pods)."""
 
+    _MAX_SELECTED = 16
+
     def __init__(self, pods: list[Object]) -> None:
         self.pods = pods
         self.by_node: dict[str, list[Object]] = {}
         for pod in pods:
             self.by_node.setdefault(pod["spec"].get("nodeName") or "", []).append(pod)
+        self._selected: dict[str, list[Object]] = {}
+
+    def selected(self, key: str, select: Callable[[], list[Object]]) -> list[Object]:
+        """The pods a cluster-wide selection (`key` names it) answers, selected once per
+        list: the list is rebuilt whenever a pod changes, so the answer stays true (the API
+        server's watch cache answers a repeated list without a scan of etcd, too)."""
+        found = self._selected.get(key)
+        if found is None:
+            if len(self._selected) >= self._MAX_SELECTED:
+                self._selected.clear()
+            found = self._selected[key] = select()
+        return found
 
 
 def _template(job: Object, task: str) -> Object:

@@ -437,15 +437,14 @@ def test_the_tally_keeps_no_pod_bodies_however_many_pods() -> None:
     import tracemalloc
 
     from clusters.inventory.occupancy import tally
-    from clusters.podrequests import PodResources
 
-    resources = PodResources(containers=({GPU: 10**9, "cpu": 10**8},))
+    requests = {GPU: 1, "cpu": 100}
 
     def pages() -> Iterator[list[k8s.BoundPod]]:
         for page in range(100):
             yield [k8s.BoundPod(node=f"n-{i % 100}", namespace="x", name=f"p-{page}-{i}",
                                 uid=f"{page:04d}-{i:04d}-uid", phase="Running",
-                                labels={"app": "a" * 200}, resources=resources)
+                                labels={"app": "a" * 200}, requests=requests)
                    for i in range(500)]
 
     tracemalloc.start()
