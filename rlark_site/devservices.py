@@ -417,11 +417,12 @@ def pytest_workers(env: dict[str, str]) -> int:
 def pytest_command(pytest_args: list[str], env: dict[str, str]) -> list[str]:
     """pytest with the 25 slowest tests reported and, unless the arguments choose otherwise,
     spread over `pytest_workers` processes (tests of one module stay on one worker, so its
-    module-scoped fixtures are set up once)."""
+    module-scoped fixtures are set up once; the longest modules first, in the order the
+    workers collect them: tests/parallel.py HEAVY_MODULES)."""
     extra = ["--durations=25"]
     workers = pytest_workers(env)
     if workers > 1 and not _chooses_workers(pytest_args):
-        extra += ["-n", str(workers), "--dist", "loadscope"]
+        extra += ["-n", str(workers), "--dist", "loadscope", "--no-loadscope-reorder"]
     return [PYTHON, "-m", "pytest", *extra, *pytest_args]
 
 

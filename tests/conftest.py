@@ -20,7 +20,7 @@ from django.utils import translation
 from rest_framework.test import APIClient
 
 from rlark_site.foundation.tenancy.models import ApiToken, MemberRole, Membership, Team
-from tests.parallel import clone_test_database, drop_template, isolate_redis
+from tests.parallel import clone_test_database, drop_template, heaviest_first, isolate_redis
 from tests.query_bounds import bounded_queries
 
 User = get_user_model()
@@ -32,6 +32,14 @@ PASSWORD = "correct-horse-battery"
 def pytest_configure(config: pytest.Config) -> None:
     """Under pytest-xdist every worker gets a Redis database of its own (tests/parallel.py)."""
     isolate_redis(os.environ.get("PYTEST_XDIST_WORKER", ""))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist the longest modules are collected first (tests/parallel.py
+    HEAVY_MODULES), so `--dist loadscope --no-loadscope-reorder` starts them first; a serial
+    run keeps pytest's order."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items[:] = heaviest_first(items)
 
 
 @pytest.fixture(scope="session")

@@ -165,3 +165,35 @@ def drop_template(worker: str) -> None:
     template = f"{target.removesuffix(f'_{worker}')}_template"
     with _template_lock(connection, template) as cursor:
         cursor.execute(f"DROP DATABASE IF EXISTS {connection.ops.quote_name(template)}")
+
+
+# The modules that take longest, longest first (serial seconds measured on the shared 2-core
+# machine under load, setup + call + teardown). pytest-xdist's `--dist loadscope` hands out
+# whole modules; by default it orders them by their number of tests (`--loadscope-reorder`),
+# which sends these last: a one-test migration module of ~190 s started when the other worker
+# has little left pins the run's end on one worker. `make test` passes --no-loadscope-reorder
+# and the workers collect in the order below (longest processing time first): these, then the
+# browser journeys (a live server and Chromium each), then the rest as collected.
+HEAVY_MODULES = (
+    "tests/cli/test_cli_files.py",  # ~250 s (26 tests, each a live gunicorn's rows and flush)
+    "tests/jobs/test_lifecycle_migration.py",  # ~200 s: back to jobs 0006, round trip, leaf
+    "tests/jobs/test_confirmation_migration.py",  # 188 s: back to jobs 0010 and forward
+    "tests/jobs/test_properties.py",  # ~140 s of hypothesis examples (engine and renderer)
+    "tests/cli/test_cli_runs.py",  # 118 s (submissions pumped through the simulator)
+    "tests/site/test_outsiders_generated.py",  # ~100 s: every route, hostile bytes
+)
+
+
+def module_rank(nodeid: str, browser: bool) -> int:
+    """Where a test's module goes in a worker's collection (see HEAVY_MODULES)."""
+    module = nodeid.split("::", 1)[0]
+    if module in HEAVY_MODULES:
+        return HEAVY_MODULES.index(module)
+    return len(HEAVY_MODULES) + (0 if browser else 1)
+
+
+def heaviest_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """`items` with the heavy modules first; a stable sort, so each module's tests and the
+    other modules keep their order."""
+    return sorted(items, key=lambda item: module_rank(
+        item.nodeid, item.get_closest_marker("browser") is not None))

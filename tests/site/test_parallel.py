@@ -47,9 +47,9 @@ def test_this_process_uses_its_workers_database_everywhere() -> None:
 
 
 @pytest.mark.parametrize(("args", "workers", "expected"), [
-    ([], "2", ["--durations=25", "-n", "2", "--dist", "loadscope"]),
+    ([], "2", ["--durations=25", "-n", "2", "--dist", "loadscope", "--no-loadscope-reorder"]),
     (["tests/jobs", "-x"], "3", ["--durations=25", "-n", "3", "--dist", "loadscope",
-                                 "tests/jobs", "-x"]),
+                                 "--no-loadscope-reorder", "tests/jobs", "-x"]),
     (["-n", "0", "tests/jobs"], "2", ["--durations=25", "-n", "0", "tests/jobs"]),
     (["-n4"], "2", ["--durations=25", "-n4"]),
     (["--dist", "worksteal"], "2", ["--durations=25", "--dist", "worksteal"]),
@@ -67,3 +67,29 @@ def test_make_test_runs_on_every_cpu_unless_told(args: list[str], workers: str,
 def test_the_default_worker_count_is_the_cpus_this_process_may_use() -> None:
     assert devservices.pytest_workers({}) == min(8, len(os.sched_getaffinity(0)))
     assert devservices.pytest_workers({"RLARK_TEST_WORKERS": " 5 "}) == 5
+
+
+def test_the_heavy_modules_exist_and_are_collected_first() -> None:
+    for module in parallel.HEAVY_MODULES:
+        assert (devservices.BASE_DIR / module).is_file(), module
+
+    class Item:
+        def __init__(self, nodeid: str, browser: bool = False) -> None:
+            self.nodeid, self.browser = nodeid, browser
+
+        def get_closest_marker(self, name: str) -> object:
+            return object() if self.browser and name == "browser" else None
+
+    items = [Item("tests/clusters/test_a.py::test_1"), Item("tests/clusters/test_a.py::test_2"),
+             Item("tests/browser/test_b.py::test_1", browser=True),
+             Item(f"{parallel.HEAVY_MODULES[1]}::test_x"),
+             Item(f"{parallel.HEAVY_MODULES[0]}::test_y[1]"),
+             Item(f"{parallel.HEAVY_MODULES[0]}::test_y[2]"),
+             Item("tests/site/test_c.py::test_1")]
+    ordered = [item.nodeid for item in parallel.heaviest_first(items)]  # type: ignore[arg-type]
+    assert ordered == [f"{parallel.HEAVY_MODULES[0]}::test_y[1]",
+                       f"{parallel.HEAVY_MODULES[0]}::test_y[2]",
+                       f"{parallel.HEAVY_MODULES[1]}::test_x",
+                       "tests/browser/test_b.py::test_1",
+                       "tests/clusters/test_a.py::test_1", "tests/clusters/test_a.py::test_2",
+                       "tests/site/test_c.py::test_1"]
