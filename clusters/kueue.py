@@ -37,6 +37,7 @@ __all__ = [
     "MAX_QUEUE_MAP",
     "POD_GROUP_NAME_LABEL",
     "POD_GROUP_TOTAL_COUNT_ANNOTATION",
+    "QUEUED_STATES",
     "QUEUE_NAME_LABEL",
     "VISIBILITY_GROUP",
     "VISIBILITY_VERSION",
@@ -45,6 +46,7 @@ __all__ = [
     "KueueView",
     "LocalQueueView",
     "ResourceQuota",
+    "WorkloadEviction",
     "amount_of",
     "cluster_queue_view",
     "cluster_queues_in",
@@ -55,6 +57,7 @@ __all__ = [
     "pending_positions",
     "queue_map_problems",
     "workload_admission",
+    "workload_eviction",
 ]
 
 ADMISSION_NONE = "none"
@@ -84,6 +87,9 @@ _NAME_MAX = 253
 
 # `state` of a job's admission, from its Workload's conditions (SPEC 15).
 ADMISSION_STATES = ("pending", "quota_reserved", "admitted", "evicted", "preempted", "finished")
+QUEUED_STATES = frozenset({"pending", "evicted", "preempted"})
+"""The states of a Workload without quota that Kueue may admit again: the job waits for
+Kueue (a preempted or evicted Workload keeps its `Evicted` condition True until then)."""
 
 
 # -- the cluster setting ------------------------------------------------------------------------
@@ -544,6 +550,29 @@ def workload_admission(workload: Any, *, queue: str = "") -> AdmissionStatus:
         reason=_text((deciding or {}).get("reason"), 255),
         message=_text((deciding or {}).get("message"), _MAX_TEXT),
     )
+
+
+@dataclass(frozen=True)
+class WorkloadEviction:
+    """A Workload's `Evicted=True` condition: Kueue's reason (`Preempted`, `Deactivated...`,
+    `PodsReadyTimeout`, ...), message and when (its `lastTransitionTime`, as written)."""
+
+    reason: str
+    message: str
+    at: str
+
+
+def workload_eviction(workload: Any) -> WorkloadEviction | None:
+    """The Workload's eviction while its `Evicted` condition is True, else None."""
+    if not isinstance(workload, dict):
+        return None
+    evicted = _conditions(_section(workload, "status")).get("Evicted")
+    if not _is_true(evicted):
+        return None
+    assert evicted is not None
+    return WorkloadEviction(reason=_text(evicted.get("reason"), 255),
+                            message=_text(evicted.get("message"), _MAX_TEXT),
+                            at=_text(evicted.get("lastTransitionTime"), 64))
 
 
 def pending_positions(summary: Any) -> dict[str, tuple[int, int]]:

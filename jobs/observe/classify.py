@@ -50,6 +50,9 @@ EVICTION_REASONS = frozenset({"EvictionByEvictionAPI", "DeletionByTaintManager",
                               "TerminationByKubelet"})
 """The other `DisruptionTarget` reasons that take a running pod away (`DeletionByPodGC` is
 the clean-up of a pod whose node is gone: not the cause)."""
+KUEUE_PREEMPTION_REASON = "Preempted"
+"""The Kueue Workload's `Evicted` reason when Kueue preempted it
+(`kueue.WorkloadEvictedByPreemption`)."""
 
 
 def _rule(text: str) -> Any:
@@ -181,6 +184,15 @@ def classify(facts: AttemptFacts) -> Classification:
         reason = next((r for r in facts.reasons if r), "")
         return Classification(FailureTag.UNKNOWN, reason)
     return Classification(FailureTag.NONE, "")
+
+
+def workload_eviction_evidence(reason: str, message: str, at: datetime | None) -> Evidence:
+    """Kueue evicted the run's Workload (its `Evicted` condition): `preempted` when Kueue
+    preempted it for another Workload, `evicted` for every other reason (an administrator's or
+    Kueue's deactivation, a PodsReady timeout, an admission check, a stopped queue, node
+    failures); the Workload's message is the evidence line, verbatim."""
+    tag = FailureTag.PREEMPTED if reason == KUEUE_PREEMPTION_REASON else FailureTag.EVICTED
+    return Evidence(tag, evidence_text(message or reason), at)
 
 
 def earliest_evidence(facts: AttemptFacts) -> Evidence | None:

@@ -134,13 +134,17 @@ class PodAttemptSerializer(serializers.Serializer[object]):
 
 class CauseSerializer(serializers.Serializer[object]):
     """A run's `cause` (SPEC 16): the earliest evidence across its roles' captured log tails,
-    pod states and the Head Task's log."""
+    pod states, the Head Task's log and, on a Kueue cluster, the eviction of the job's
+    Workload."""
 
     tag = serializers.CharField(
         help_text="nccl_timeout, nccl_watchdog, cuda_oom, host_oom, oom, ray_actor_died, "
                   "node_dead, rollout_engine, image_pull, evicted or preempted")
-    evidence = serializers.CharField(help_text="the log line or pod state that says so")
-    pod = serializers.CharField()
+    evidence = serializers.CharField(
+        help_text="the log line or pod state that says so, or the Kueue Workload's Evicted "
+                  "message verbatim")
+    pod = serializers.CharField(
+        allow_blank=True, help_text="the pod the evidence is from; blank for the Workload's")
     at = serializers.DateTimeField(help_text="when the evidence was written (UTC)")
 
 

@@ -6,7 +6,10 @@ has runs still pending (their position in the ClusterQueue). Never a read per jo
 viewer: pages and the API show what the last pass stored (`RunRecord.admission`).
 
 A run whose Workload Kueue has not made yet stays pending as submitted; a cluster whose Kueue
-API is gone (404) or that does not answer keeps what the last pass stored.
+API is gone (404) or that does not answer keeps what the last pass stored. A preempted or
+evicted Workload waits in its queue again (its position is read like a pending one's), and its
+`Evicted` condition is offered as the run's cause (SPEC 16: `preempted` or `evicted`, the
+Workload's message as the evidence, `jobs.observe.classify.workload_eviction_evidence`).
 """
 
 from __future__ import annotations
@@ -16,10 +19,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
 from clusters.k8s import Credentials, KubeError, NotFound, list_workloads, pending_workloads
-from clusters.kueue import AdmissionStatus, pending_positions, workload_admission
+from clusters.kueue import (
+    QUEUED_STATES,
+    AdmissionStatus,
+    pending_positions,
+    workload_admission,
+    workload_eviction,
+)
 from clusters.models import KueueQueues
 from jobs.models import RunRecord
+from jobs.observe.causes import cause_dict
+from jobs.observe.classify import workload_eviction_evidence
 from jobs.records import conf
 
 __all__ = ["local_queue_targets", "observe_admissions", "store_admissions"]
@@ -67,14 +81,30 @@ def local_queue_targets(cluster: str) -> dict[tuple[str, str], str]:
     return {(q.namespace, q.name): q.cluster_queue for q in stored.view().local_queues}
 
 
+def _eviction_cause(record: RunRecord, workload: Any) -> dict[str, Any] | None:
+    """The run's cause from its Workload's eviction, when it has one that is not stored yet
+    and would be earlier than the stored cause (`offer_causes` keeps the earliest)."""
+    eviction = workload_eviction(workload)
+    if eviction is None:
+        return None
+    evidence = workload_eviction_evidence(eviction.reason, eviction.message,
+                                          parse_datetime(eviction.at) if eviction.at else None)
+    cause = cause_dict(evidence, pod="", found_at=timezone.now())
+    stored = record.cause if isinstance(record.cause, dict) else {}
+    if stored and str(stored.get("at") or "") <= cause["at"]:
+        return None
+    return cause
+
+
 def observe_admissions(credentials: Credentials, namespace: str, records: Sequence[RunRecord],
-                       *, cluster_queues: Mapping[tuple[str, str], str] | None = None
+                       *, cluster_queues: Mapping[tuple[str, str], str] | None = None,
+                       causes: dict[int, dict[str, Any]] | None = None
                        ) -> dict[int, dict[str, Any]]:
     """Each Kueue run's admission now (run record id → `AdmissionStatus.as_dict`), read with
-    one Workload listing and one visibility read per LocalQueue with pending runs. Raises the
-    gateway's `KubeError` when the listing fails (the caller keeps what it stored).
+    one Workload listing and one visibility read per LocalQueue with runs waiting for Kueue.
+    Raises the gateway's `KubeError` when the listing fails (the caller keeps what it stored).
     `cluster_queues` (`local_queue_targets`) names the ClusterQueue of a Workload not admitted
-    yet."""
+    yet. `causes` receives the cause each evicted Workload offers (run record id → cause)."""
     runs = [(record, queue) for record in records if (queue := _queue_of(record))]
     if not runs:
         return {}
@@ -85,7 +115,13 @@ def observe_admissions(credentials: Credentials, namespace: str, records: Sequen
         record.pk: workload_admission(workloads.get(record.job_name), queue=queue)
         for record, queue in runs
     }
-    waiting = sorted({status.queue for status in seen.values() if status.state == "pending"})
+    if causes is not None:
+        for record, _queue in runs:
+            cause = _eviction_cause(record, workloads.get(record.job_name))
+            if cause is not None:
+                causes[record.pk] = cause
+    waiting = sorted({status.queue for status in seen.values()
+                      if status.state in QUEUED_STATES})
     positions = {queue: _positions(credentials, namespace, queue) for queue in waiting}
     for record, _queue in runs:
         status = seen[record.pk]
@@ -93,7 +129,7 @@ def observe_admissions(credentials: Credentials, namespace: str, records: Sequen
             status = replace(status, cluster_queue=cluster_queues.get(
                 (namespace, status.queue), ""))
         place = positions.get(status.queue, {}).get(record.job_name)
-        if status.state == "pending" and place is not None:
+        if status.state in QUEUED_STATES and place is not None:
             status = replace(status, position=place[0], position_in_local_queue=place[1])
         seen[record.pk] = status
     return {pk: status.as_dict() for pk, status in seen.items()}

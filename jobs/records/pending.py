@@ -37,6 +37,7 @@ from django.utils.translation import ngettext
 from clusters.capacity import NodeCapacity
 from clusters.inventory.selectors import node_capacity_of
 from clusters.k8s import EventInfo, PodInfo
+from clusters.kueue import QUEUED_STATES
 from clusters.models import Node
 from clusters.podrequests import PODS
 from clusters.preflight import Shortfall, node_fit
@@ -54,7 +55,7 @@ _LABEL_TASK = "rlinf.io/task"
 _LABEL_JOB = "rlinf.io/job"
 _UNSCHEDULABLE = "Unschedulable"
 _FAILED_SCHEDULING = "FailedScheduling"
-_KUEUE_WAITING = frozenset({"pending", "evicted", "preempted"})
+_KUEUE_WAITING = QUEUED_STATES
 # C0 controls but tab and newline, DEL, C1 controls, lone surrogates: never stored or shown.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 
@@ -217,12 +218,24 @@ def summary(facts: Mapping[str, Any]) -> str:
         return ""
     if facts.get("source") == "kueue":
         queue = facts.get("queue") or {}
+        values = {"position": queue.get("position"), "queue": queue.get("queue") or "—",
+                  "cluster_queue": queue.get("cluster_queue") or "—"}
+        if queue.get("state") == "preempted":
+            if queue.get("position"):
+                return _("Preempted by Kueue, waiting to be admitted again: position "
+                         "%(position)s in ClusterQueue %(cluster_queue)s.") % values
+            return _("Preempted by Kueue, waiting to be admitted again in LocalQueue "
+                     "%(queue)s.") % values
+        if queue.get("state") == "evicted":
+            if queue.get("position"):
+                return _("Evicted by Kueue, waiting to be admitted again: position "
+                         "%(position)s in ClusterQueue %(cluster_queue)s.") % values
+            return _("Evicted by Kueue, out of LocalQueue %(queue)s until it is requeued.") \
+                % values
         if queue.get("position"):
             return _("Waiting for Kueue to admit the job: position %(position)s in "
-                     "ClusterQueue %(cluster_queue)s.") % {
-                "position": queue["position"], "cluster_queue": queue.get("cluster_queue") or "—"}
-        return _("Waiting for Kueue to admit the job in LocalQueue %(queue)s.") % {
-            "queue": queue.get("queue") or "—"}
+                     "ClusterQueue %(cluster_queue)s.") % values
+        return _("Waiting for Kueue to admit the job in LocalQueue %(queue)s.") % values
     waiting = [role for role in facts.get("roles") or [] if role.get("waiting")]
     if not facts.get("roles"):
         return _("The cluster has not created the job's pods yet.")

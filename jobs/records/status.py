@@ -46,6 +46,7 @@ from jobs.gpu.reader import observe_cluster_gpus
 from jobs.models import JobState, RunRecord, StatusChange
 from jobs.notify.services import emit_run_changes
 from jobs.observe.capture import capture_cluster
+from jobs.observe.causes import offer_causes
 from jobs.records import conf
 from jobs.records.admission import local_queue_targets, observe_admissions, store_admissions
 from jobs.records.lifecycle import ACTIVE_STATES, FINAL_STATES, PHASE_STATES, move
@@ -265,13 +266,14 @@ def sync_cluster(*, cluster: str, now: datetime | None = None) -> SyncReport:
     cluster_queues = local_queue_targets(cluster)
     observations: dict[int, Observation] = {}
     admissions: dict[int, dict[str, Any]] = {}
+    causes: dict[int, dict[str, Any]] = {}  # from Kueue's evictions of the runs' Workloads
     checked = unreachable = 0
     for namespace, grouped in groupby(records, key=_namespace):
         group = list(grouped)
         try:
             listed = _listed(credentials, namespace)
             admissions.update(observe_admissions(credentials, namespace, group,
-                                                 cluster_queues=cluster_queues))
+                                                 cluster_queues=cluster_queues, causes=causes))
         except KubeError as exc:
             if exc.transient:
                 logger.info("status sync: cluster %s unreachable: %s", cluster, exc)
@@ -286,6 +288,7 @@ def sync_cluster(*, cluster: str, now: datetime | None = None) -> SyncReport:
                 observations[record.pk] = seen
     changed = apply_observations(observations, now=now)
     store_admissions(records, admissions)
+    offer_causes(causes)
     if not unreachable:
         pods: dict[str, list[PodInfo]] = {}
         capture_cluster(credentials, records, final_states=FINAL_STATES, listed=pods)

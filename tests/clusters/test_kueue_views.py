@@ -14,7 +14,10 @@ from clusters.kueue import (
     local_queue_view,
     pending_positions,
     workload_admission,
+    workload_eviction,
 )
+from jobs.observe.classify import workload_eviction_evidence
+from jobs.observe.models import FailureTag
 
 
 def condition(kind: str, status: str, reason: str, message: str) -> dict[str, str]:
@@ -86,10 +89,14 @@ def test_no_workload_yet_is_pending_in_the_queue_it_was_submitted_to() -> None:
     {"status": {"conditions": [None, 3, {"type": 5}, {"type": "Admitted", "status": "True",
                                                      "reason": ["x"], "message": "m" * 10**5}]}},
     {"spec": {"queueName": 5}, "status": {"admission": "cq"}},
+    {"status": {"conditions": [{"type": "Evicted", "status": "True", "reason": None,
+                                "message": ["m"], "lastTransitionTime": 7}]}},
 ])
 def test_hostile_workloads_never_raise(hostile: Any) -> None:
     status = workload_admission(hostile, queue="q")
-    assert status.state in ("pending", "admitted")
+    assert status.state in ("pending", "admitted", "evicted")
+    eviction = workload_eviction(hostile)
+    assert eviction is None or (eviction.reason, eviction.at) == ("", "")
     assert len(status.message) <= 2000
 
 
@@ -178,3 +185,28 @@ def test_unused_quota_now_for_a_will_queue_verdict() -> None:
     assert both.unused(view, "a100", "nvidia.com/gpu") == 0
     assert both.unused(lender, "a100", "nvidia.com/gpu") == 4
     assert both.potential(view, "a100", "nvidia.com/gpu") == 10  # 8 + min(4, lent 2)
+
+
+def test_an_evicted_workload_reads_as_its_eviction_and_a_readmitted_one_as_none() -> None:
+    words = "Preempted to accommodate a workload (UID: u, JobUID: UNKNOWN) due to x"
+    evicted = workload(condition("Evicted", "True", "Preempted", words),
+                       condition("Preempted", "True", "InClusterQueue", words))
+    found = workload_eviction(evicted)
+    assert found is not None
+    assert (found.reason, found.message, found.at) == ("Preempted", words,
+                                                       "2026-12-01T10:00:00Z")
+    again = workload(RESERVED, ADMITTED, condition("Evicted", "False", "QuotaReserved",
+                                                   f"Previously: {words}"))
+    assert workload_eviction(again) is None
+    assert workload_eviction(None) is None
+
+
+@pytest.mark.parametrize(("reason", "tag"), [
+    ("Preempted", FailureTag.PREEMPTED), ("Deactivated", FailureTag.EVICTED),
+    ("DeactivatedDueToRequeuingLimitExceeded", FailureTag.EVICTED),
+    ("PodsReadyTimeout", FailureTag.EVICTED), ("ClusterQueueStopped", FailureTag.EVICTED)])
+def test_kueues_eviction_reason_decides_the_cause_and_its_message_is_the_evidence(
+        reason: str, tag: FailureTag) -> None:
+    evidence = workload_eviction_evidence(reason, "  Kueue's words  ", None)
+    assert (evidence.tag, evidence.evidence) == (tag, "Kueue's words")
+    assert workload_eviction_evidence(reason, "", None).evidence == reason

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from django.utils import translation
 
 from clusters.capacity import NodeCapacity
@@ -92,6 +93,31 @@ def test_kueue_holds_the_pods_so_its_message_is_the_roles() -> None:
                               "cq.")
     with translation.override("zh-hans"):
         assert summary(facts) == "正在等待 Kueue 接纳该任务：在 ClusterQueue cq 中排第 2 位。"
+
+
+@pytest.mark.parametrize(("state", "position", "english", "chinese"), [
+    ("preempted", 3, "Preempted by Kueue, waiting to be admitted again: position 3 in "
+     "ClusterQueue cq.", "已被 Kueue 抢占，正在等待再次准入：在 ClusterQueue cq 中排第 3 位。"),
+    ("preempted", None, "Preempted by Kueue, waiting to be admitted again in LocalQueue q.",
+     "已被 Kueue 抢占，正在 LocalQueue q 中等待再次准入。"),
+    ("evicted", 1, "Evicted by Kueue, waiting to be admitted again: position 1 in "
+     "ClusterQueue cq.", "已被 Kueue 驱逐，正在等待再次准入：在 ClusterQueue cq 中排第 1 位。"),
+    ("evicted", None, "Evicted by Kueue, out of LocalQueue q until it is requeued.",
+     "已被 Kueue 驱逐，在重新入队之前不在 LocalQueue q 中。"),
+])
+def test_a_preempted_or_evicted_workload_waits_for_kueue_in_its_own_words(
+        state: str, position: int | None, english: str, chinese: str) -> None:
+    words = "Preempted to accommodate a workload (UID: u, JobUID: UNKNOWN) due to x"
+    admission = {"queue": "q", "cluster_queue": "cq", "state": state,
+                 "reason": "InClusterQueue", "message": words, "position": position}
+    facts = _explain([_pod("a-0", "actor", reason="SchedulingGated", message="gated")],
+                     admission)
+    assert facts["source"] == "kueue"
+    assert (facts["roles"][0]["reason"], facts["roles"][0]["message"]) == (
+        "InClusterQueue", words)
+    assert summary(facts) == english
+    with translation.override("zh-hans"):
+        assert summary(facts) == chinese
 
 
 def test_every_waiting_role_has_its_sentence() -> None:
