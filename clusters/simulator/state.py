@@ -525,8 +525,8 @@ class ClusterState:
         with self.lock:
             if not self.kueue.enabled:
                 return []
-            for job, message in self.kueue.observe(self._jobs.values()):
-                self.record_event(job, kind="Job", name=job["metadata"]["name"],
+            for refused, message in self.kueue.observe(self._jobs.values()):
+                self.record_event(refused, kind="Job", name=refused["metadata"]["name"],
                                   reason="WorkloadPriorityClassNotFound", message=message,
                                   type="Warning")
             released = []
