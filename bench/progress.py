@@ -21,11 +21,11 @@ pass is what a real pass waits for):
   log's last 256 KiB (its last 2,000 lines, at most 256 KiB) and the step pattern over all of
   it. It reads the same whether or not a step came, so it runs once (`--baseline-twice` runs
   it again after the freeze, for its nothing-new figure).
-
-- **fleet** — the same two passes (new steps `--wait` seconds after the previous pass, and
-  nothing new) as a deployment runs them: every cluster's pass a task of `--workers` worker
-  processes (forked from this one, as Celery's prefork pool; default 4, the image's
-  `RLARK_WORKER_CONCURRENCY`), the wall time from the first task given to the last one done.
+- **fleet** — the same two passes (new steps `--wait` seconds after a fleet pass that brought
+  every cursor up to date, and nothing new) as a deployment runs them: every cluster's pass a
+  task of `--workers` worker processes (forked from this one, as Celery's prefork pool;
+  default 4, the image's `RLARK_WORKER_CONCURRENCY`), the wall time from the first task given
+  to the last one done.
 
 Printed per pass: wall time (sum and slowest cluster; for the fleet, the whole fleet's), log
 bytes read, requests, database queries, steps taken, and the load average when the pass ended;
@@ -349,8 +349,9 @@ def run(arguments: argparse.Namespace) -> list[Figures]:
         figures.append(timed("last 256 KiB, new steps", lambda c: tail_pass(c, credentials)))
         figures.append(timed("progress, new steps",
                              lambda c: cadence_pass(c, arguments.wait)))
-        time.sleep(arguments.wait)
         fleet = f"fleet ({arguments.workers} workers)"
+        fleet_pass(f"(unmeasured: every cursor up to date), {fleet}", arguments.workers)
+        time.sleep(arguments.wait)
         figures.append(fleet_pass(f"progress, new steps, {fleet}", arguments.workers))
         freeze_all(handle, placed)
         figures.append(timed("progress, nothing new (flush)", progress_pass))
