@@ -18,7 +18,7 @@ from jobs.models import Job
 from rlark_site.foundation.tenancy.models import Team
 from tests.conftest import deleting_flush, make_user
 
-REPOPULATED = {"django_content_type", "auth_permission"}
+REPOPULATED = {"django_content_type", "auth_permission"}  # kept, as post_migrate writes them
 
 
 def _counts() -> dict[str, int]:
@@ -41,8 +41,15 @@ def test_a_flush_empties_every_table_and_its_audit_events() -> None:
     assert {"jobs_job", "jobs_jobevent", "tenancy_team", "tenancy_teamevent",
             "clusters_cluster", "clusters_clusterevent", "auth_user"} <= written
 
+    kinds = apps.get_model("contenttypes", "ContentType")
+    permissions = apps.get_model("auth", "Permission")
+    before = (set(kinds.objects.values_list("pk", "app_label", "model")),
+              set(permissions.objects.values_list("pk", "codename")))
+
     call_command("flush", interactive=False, verbosity=0, reset_sequences=False)
 
+    assert (set(kinds.objects.values_list("pk", "app_label", "model")),
+            set(permissions.objects.values_list("pk", "codename"))) == before
     left = {table: count for table, count in _counts().items()
             if count and table not in REPOPULATED}
     assert left == {}
@@ -68,7 +75,8 @@ def test_the_deleting_flush_keeps_truncate_where_delete_would_differ() -> None:
     from django.core.management.color import no_style
 
     style = no_style()
-    assert flush(style, ["a", "b"]) == ['DELETE FROM "a";', 'DELETE FROM "b";']
+    assert flush(style, ["a", "django_content_type", "b", "auth_permission"]) == [
+        'DELETE FROM "a";', 'DELETE FROM "b";']
     assert flush(style, ["a"], reset_sequences=True) == ['TRUNCATE "a" RESTART IDENTITY;']
     assert flush(style, ["a"], allow_cascade=True) == ['TRUNCATE "a" CASCADE;']
     assert flush(style, []) == []
