@@ -477,6 +477,7 @@ def get_kueue(simulator: Simulator, request: Request, cluster: str) -> Response:
             "enabled": state.kueue.enabled,
             "cluster_queues": state.kueue.cluster_queue_objects(),
             "local_queues": state.kueue.local_queue_objects(None),
+            "workload_priority_classes": state.kueue.priority_class_objects(),
             "workloads": state.kueue.workload_items(None, cluster=cluster),
         })
 

@@ -328,6 +328,9 @@ def test_a_priority_class_the_cluster_lacks_makes_no_workload(
     _status, classes = _get(sim, "/apis/kueue.x-k8s.io/v1beta1/workloadpriorityclasses")
     assert [(c["metadata"]["name"], c["value"]) for c in classes["items"]] == [
         ("high", 1000), ("low", 100)]
+    assert classes["items"][0]["description"] == "deadline runs"
+    control = sim.control("GET", f"clusters/{CLUSTER}/kueue")
+    assert control["workload_priority_classes"] == classes["items"]
 
 
 @pytest.mark.parametrize(("change", "words"), [
