@@ -169,8 +169,9 @@ def test_a_bad_quantity_names_the_pod_and_the_field() -> None:
         gateway.bound_pods_of_page(body)
 
 
-_QUANTITIES = st.sampled_from(["1", "100m", "0.5", "2Gi", "8Ei", "0", "1e3", "eight", "1e999",
-                               "", "-1", 1, 2.5, True, None, [], {"a": 1}])
+_QUANTITY_VALUES: list[Any] = ["1", "100m", "0.5", "2Gi", "8Ei", "0", "1e3", "eight", "1e999",
+                               "", "-1", 1, 2.5, True, None, [], {"a": 1}]
+_QUANTITIES = st.sampled_from(_QUANTITY_VALUES)
 _RESOURCES = st.sampled_from(["cpu", "memory", GPU, "rlinf.io/rdma", "ephemeral-storage"])
 _REQUESTS = st.one_of(st.none(), st.dictionaries(_RESOURCES, _QUANTITIES, max_size=3))
 _CONTAINER = st.fixed_dictionaries({}, optional={
