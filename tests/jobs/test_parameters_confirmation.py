@@ -4,6 +4,7 @@ navigation's count (real rows, real services)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -375,6 +376,8 @@ def test_the_parameters_queue_reads_a_page_in_queries_that_do_not_grow_with_its_
     many, page = _queue_queries(admin)
     assert page.count('class="card parameters"') == 5
     assert many == one
+    ids = re.findall(r'\sid="([^"]+)"', page)
+    assert len(ids) == len(set(ids)), sorted({i for i in ids if ids.count(i) > 1})
     for each in jobs:
         expected = [c for c in codes(each) if c.startswith("deployment_parameters.")
                     and c not in ("deployment_parameters.unconfirmed",
