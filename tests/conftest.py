@@ -20,7 +20,13 @@ from django.utils import translation
 from rest_framework.test import APIClient
 
 from rlark_site.foundation.tenancy.models import ApiToken, MemberRole, Membership, Team
-from tests.parallel import clone_test_database, drop_template, heaviest_first, isolate_redis
+from tests.parallel import (
+    clone_test_database,
+    drop_template,
+    heaviest_first,
+    isolate_redis,
+    unique_nodeids,
+)
 from tests.query_bounds import bounded_queries
 
 User = get_user_model()
@@ -35,9 +41,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist the longest modules are collected first (tests/parallel.py
-    HEAVY_MODULES), so `--dist loadscope --no-loadscope-reorder` starts them first; a serial
-    run keeps pytest's order."""
+    """Every test has a node id of its own (`unique_nodeids`); under pytest-xdist the longest
+    modules are collected first (tests/parallel.py HEAVY_MODULES), so `--dist loadscope
+    --no-loadscope-reorder` starts them first; a serial run keeps pytest's order."""
+    unique_nodeids(items)
     if os.environ.get("PYTEST_XDIST_WORKER"):
         items[:] = heaviest_first(items)
 
