@@ -132,8 +132,8 @@ def explain(*, pods: Sequence[PodInfo], admission: Mapping[str, Any], since: dat
         if waiting:
             told = next((p for p in waiting if p.scheduling_reason == _UNSCHEDULABLE), None)
             heard = [events[p.name] for p in waiting if p.name in events]
-            if heard and not kueue_waiting:
-                newest = max(heard, key=lambda event: event.last_at)
+            newest = max(heard, key=lambda event: event.last_at) if heard else None
+            if newest is not None and not kueue_waiting:
                 entry["attempts"] = max(event.count for event in heard)
                 entry["last_attempt_at"] = newest.last_at or None
             if kueue_waiting:
@@ -143,11 +143,10 @@ def explain(*, pods: Sequence[PodInfo], admission: Mapping[str, Any], since: dat
                 scheduler = True
                 entry["reason"] = told.scheduling_reason
                 entry["message"] = clean_message(told.scheduling_message)
-            elif heard:
+            elif newest is not None:
                 scheduler = True
                 entry["reason"] = _UNSCHEDULABLE
-                entry["message"] = clean_message(
-                    max(heard, key=lambda event: event.last_at).message)
+                entry["message"] = clean_message(newest.message)
             elif told is not None:
                 scheduler = True
                 entry["reason"] = told.scheduling_reason
