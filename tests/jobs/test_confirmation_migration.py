@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
+
+from tests.migrating import migrate, migrated_to
 
 BEFORE = [("jobs", "0010_launch_list_image")]
 AFTER = [("jobs", "0011_deployment_parameters_confirmation")]
@@ -16,21 +16,10 @@ AFTER = [("jobs", "0011_deployment_parameters_confirmation")]
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def migrate(target: list[tuple[str, str]]) -> Any:
-    executor = MigrationExecutor(connection)
-    executor.migrate(target)
-    executor.loader.build_graph()
-    return executor.loader.project_state(target).apps
-
-
 @pytest.fixture
 def old_apps() -> Iterator[Any]:
-    apps = migrate(BEFORE)
-    try:
+    with migrated_to(BEFORE) as apps:
         yield apps
-    finally:
-        migrate([("jobs", leaf) for app, leaf in MigrationExecutor(connection).loader.graph
-                 .leaf_nodes() if app == "jobs"])
 
 
 def test_existing_records_become_pending_asked_by_their_author(old_apps: Any) -> None:

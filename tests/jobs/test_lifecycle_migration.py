@@ -11,9 +11,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
+
+from tests.migrating import migrate, migrated_to
 
 BEFORE = [("jobs", "0006_audit_no_truncate")]
 AFTER = [("jobs", "0007_run_record_owns_lifecycle")]
@@ -23,22 +23,10 @@ LIFECYCLE = ("state", "cluster", "namespace", "submitted_at", "pending_since",
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def migrate(target: list[tuple[str, str]]) -> Any:
-    """Migrate the jobs app to `target`; the historical apps at that point."""
-    executor = MigrationExecutor(connection)
-    executor.migrate(target)
-    executor.loader.build_graph()
-    return executor.loader.project_state(target).apps
-
-
 @pytest.fixture
 def old_apps() -> Iterator[Any]:
-    apps = migrate(BEFORE)
-    try:
+    with migrated_to(BEFORE) as apps:
         yield apps
-    finally:
-        migrate([("jobs", leaf) for app, leaf in MigrationExecutor(connection).loader.graph
-                 .leaf_nodes() if app == "jobs"])
 
 
 def old_job(apps: Any, team: Any, user: Any, name: str, **fields: Any) -> Any:
