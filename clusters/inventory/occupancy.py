@@ -1,9 +1,9 @@
 """Node occupancy: what the pods bound to each node request (pure: no database, no cluster).
 
 Render, then apply. `tally` adds the pods of a streamed pod listing up per node as the pages
-arrive (each pod's effective request, computed by the gateway with `clusters.podrequests`,
-the one rule), keeping one
-small mapping per node and nothing per pod but its uid; `occupancy_changes` compares the
+arrive (each pod's `PodUsage`: its effective request, computed by the gateway with
+`clusters.podrequests`, the one rule), keeping one small mapping per node and nothing per
+pod but its uid; `occupancy_changes` compares the
 result with the stored rows and answers only the rows that differ;
 `clusters.inventory.sync.write_occupancy` writes them in bulk.
 
@@ -19,7 +19,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from clusters.k8s import BoundPod
+from clusters.k8s import BoundPod, PodUsage
 from clusters.podrequests import PODS, format_units
 
 MAX_AMOUNT = 2**63 - 1
@@ -38,8 +38,8 @@ class OccupancyProblem(ValueError):
 class Tally:
     """Per node of the listing (by name): the summed requests of its pods and `pods`, their
     count; `pods` in all, and the pods of nodes outside the node listing or listed twice
-    (not counted). Besides one small mapping per node it keeps each pod's uid (to skip a pod
-    listed twice): the listing's `max_pods` bounds them."""
+    (not counted). Besides one small mapping per node it keeps each pod's key (its uid, to
+    skip a pod listed twice): the listing's `max_pods` bounds them."""
 
     nodes: dict[str, dict[str, int]]
     pods: int = 0
@@ -48,22 +48,27 @@ class Tally:
     _seen: set[str] = field(default_factory=set, repr=False)
 
     def add(self, pod: BoundPod) -> None:
-        key = pod.uid or f"{pod.namespace}/{pod.name}"
-        if key in self._seen:
-            self.repeated += 1
-            return
-        self._seen.add(key)
-        counted = self.nodes.get(pod.node)
-        if counted is None:
-            self.elsewhere += 1
-            return
-        for resource, amount in pod.requests.items():
-            counted[resource] = counted.get(resource, 0) + amount
-        counted[PODS] = counted.get(PODS, 0) + 1
-        self.pods += 1
-        if len(counted) > MAX_RESOURCES:
-            raise OccupancyProblem(
-                f"node {pod.node}: the pods request more than {MAX_RESOURCES} distinct resources")
+        self.add_usages((pod.usage,))
+
+    def add_usages(self, usages: Iterable[PodUsage]) -> None:
+        """Count each pod of `usages` (a page of the listing) on its node, once."""
+        seen, nodes = self._seen, self.nodes
+        for key, node, requests in usages:
+            if key in seen:
+                self.repeated += 1
+                continue
+            seen.add(key)
+            counted = nodes.get(node)
+            if counted is None:
+                self.elsewhere += 1
+                continue
+            for resource, amount in requests.items():
+                counted[resource] = counted.get(resource, 0) + amount
+            counted[PODS] = counted.get(PODS, 0) + 1
+            self.pods += 1
+            if len(counted) > MAX_RESOURCES:
+                raise OccupancyProblem(
+                    f"node {node}: the pods request more than {MAX_RESOURCES} distinct resources")
 
     def check(self) -> None:
         """Raise `OccupancyProblem` for a node whose totals leave the int64 range."""
@@ -74,12 +79,12 @@ class Tally:
                         f"node {node}: the pods' {resource} requests add up beyond 2^63")
 
 
-def tally(pages: Iterable[Iterable[BoundPod]], *, nodes: Collection[str]) -> Tally:
-    """Add the pods of every page up per node of `nodes` (the cluster's listed nodes)."""
+def tally(pages: Iterable[Iterable[PodUsage]], *, nodes: Collection[str]) -> Tally:
+    """Add the pods of every page (`clusters.k8s.iter_pod_usage_pages`) up per node of
+    `nodes` (the cluster's listed nodes)."""
     counted = Tally(nodes={name: {} for name in nodes})
     for page in pages:
-        for pod in page:
-            counted.add(pod)
+        counted.add_usages(page)
     counted.check()
     return counted
 

@@ -35,13 +35,13 @@ from clusters.inventory.sync import (
 )
 from clusters.k8s import (
     BadRequest,
-    BoundPod,
     Credentials,
     KubeError,
     NodeInfo,
     NotFound,
-    iter_bound_pod_pages,
+    PodUsage,
     iter_node_pages,
+    iter_pod_usage_pages,
     list_jobs,
     list_storage_classes,
 )
@@ -451,9 +451,9 @@ def _count_pods(credentials: Credentials, node_names: set[str]) -> tuple[Tally, 
     for restart in (False, True):
         pages = 0
 
-        def counted_pages() -> Iterator[list[BoundPod]]:
+        def counted_pages() -> Iterator[list[PodUsage]]:
             nonlocal pages
-            for page in iter_bound_pod_pages(
+            for page in iter_pod_usage_pages(
                 credentials=credentials, page_size=conf.page_size(),
                 max_pods=conf.occupancy_max_pods(), max_pages=conf.occupancy_max_pages(),
                 timeout=conf.kube_timeout(), attempts=conf.read_attempts(),

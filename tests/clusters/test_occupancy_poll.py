@@ -433,18 +433,18 @@ def test_a_listing_of_millions_stops_reading_at_the_bound(hand_made: _HandMade,
 
 def test_the_tally_keeps_no_pod_bodies_however_many_pods() -> None:
     """50,000 pods across 100 pages on 100 nodes: the tally holds per-node totals and the
-    pods' uids, far less than the pods themselves (each BoundPod is dropped once counted)."""
+    pods' uids, far less than the pods themselves (each page is dropped once counted)."""
     import tracemalloc
 
     from clusters.inventory.occupancy import tally
 
     requests = {GPU: 1, "cpu": 100}
 
-    def pages() -> Iterator[list[k8s.BoundPod]]:
+    def pages() -> Iterator[list[k8s.PodUsage]]:
         for page in range(100):
             yield [k8s.BoundPod(node=f"n-{i % 100}", namespace="x", name=f"p-{page}-{i}",
                                 uid=f"{page:04d}-{i:04d}-uid", phase="Running",
-                                labels={"app": "a" * 200}, requests=requests)
+                                labels={"app": "a" * 200}, requests=requests).usage
                    for i in range(500)]
 
     tracemalloc.start()

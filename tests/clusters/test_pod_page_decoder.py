@@ -60,7 +60,20 @@ def _outcome(decode: Any, body: bytes) -> tuple[str, Any]:
 
 
 def _is_typed(body: bytes) -> bool:
-    return gateway._decode_pod_page(body, status=200).reduce is gateway._bound_pod_from_typed
+    """Whether the typed path answers the page (else the reference does)."""
+    import msgspec
+
+    try:
+        gateway._typed_bound_pods(gateway._PAGE_DECODER.decode(body).items or [])
+    except msgspec.MsgspecError:
+        return False
+    return True
+
+
+def _usages(body: bytes) -> tuple[list[gateway.PodUsage], object]:
+    """The reference's pods as occupancy counts them (what `pod_usages_of_page` must equal)."""
+    pods, token = _reference(body)
+    return [pod.usage for pod in pods], token
 
 
 @pytest.mark.parametrize(("shape", "spec", "expected"), CASES, ids=[c[0] for c in CASES])
@@ -74,6 +87,7 @@ def test_the_typed_decoder_equals_the_reference_on_every_pod_shape(
     # an untracked resource's list quantity is outside the structs: read by the reference
     assert _is_typed(body) == ("garbage" not in shape)
     assert (pods, token) == reference
+    assert gateway.pod_usages_of_page(body) == _usages(body)
     assert [dict(pod.requests) for pod in pods] == [expected, expected]
 
 
@@ -156,6 +170,7 @@ def test_a_hostile_page_decodes_or_fails_exactly_as_the_reference(case: str,
     typed = _outcome(lambda b: gateway.bound_pods_of_page(b), body)
 
     assert typed == _outcome(_reference, body)
+    assert _outcome(lambda b: gateway.pod_usages_of_page(b), body) == _outcome(_usages, body)
     if typed[0] == "error":
         assert typed[1][0] == "BadResponse" and typed[1][1]
 
@@ -164,9 +179,10 @@ def test_a_bad_quantity_names_the_pod_and_the_field() -> None:
     body = _page(_pod("fine", {"containers": [{"resources": {"requests": {"cpu": "1"}}}]}),
                  _pod("bad", {"containers": [{}, {"resources": {"requests": {GPU: "eight"}}}]}))
 
-    with pytest.raises(KubeError, match=r"pod ns/bad: spec.containers\[1\].resources.requests."
-                                        r"nvidia.com/gpu: 'eight' is not a quantity"):
-        gateway.bound_pods_of_page(body)
+    for reduce in (gateway.bound_pods_of_page, gateway.pod_usages_of_page):
+        with pytest.raises(KubeError, match=r"pod ns/bad: spec.containers\[1\].resources."
+                                            r"requests.nvidia.com/gpu: 'eight' is not a quantity"):
+            reduce(body)
 
 
 _QUANTITY_VALUES: list[Any] = ["1", "100m", "0.5", "2Gi", "8Ei", "0", "1e3", "eight", "1e999",
@@ -203,43 +219,70 @@ def test_any_pod_shape_decodes_as_the_reference_does(items: list[dict[str, Any]]
     body = json.dumps({"items": items}).encode()
 
     assert _outcome(lambda b: gateway.bound_pods_of_page(b), body) == _outcome(_reference, body)
+    assert _outcome(lambda b: gateway.pod_usages_of_page(b), body) == _outcome(_usages, body)
 
 
 def test_the_request_cache_stays_bounded_and_its_answers_read_only() -> None:
-    gateway._REQUESTS_CACHE.clear()
-    shapes = gateway._REQUESTS_CACHE_MAX + 500
+    cache = gateway._REQUESTS_CACHE
+    cache.clear()
+    shapes = cache.max_entries + 500
     body = _page(*[_pod(f"p{i}", {"containers": [
         {"resources": {"requests": {"cpu": f"{i + 1}m"}}}]}) for i in range(shapes)])
 
     pods, _token = gateway.bound_pods_of_page(body)
 
-    assert len(gateway._REQUESTS_CACHE) <= gateway._REQUESTS_CACHE_MAX
+    assert 0 < len(cache) <= cache.max_entries
     assert [pod.requests["cpu"] for pod in pods] == list(range(1, shapes + 1))
     with pytest.raises(TypeError):
         pods[0].requests["cpu"] = 0  # type: ignore[index]
 
 
-def test_a_spec_with_many_resource_entries_is_answered_and_not_cached() -> None:
-    gateway._REQUESTS_CACHE.clear()
-    requests = {f"rlinf.io/d{i}": "1" for i in range(gateway._KEY_MAX_ENTRIES + 1)}
+def test_the_request_cache_is_bounded_in_bytes_and_keeps_no_long_key() -> None:
+    """Shapes of long container text: the keys kept stay under the byte bound, and a spec
+    longer than a key may be is answered without being kept."""
+    cache = gateway._REQUESTS_CACHE
+    cache.clear()
+    padding = "x" * (cache.max_key_bytes // 2)
+    many = [_pod(f"p{i}", {"containers": [{"image": padding, "resources": {"requests": {
+        "cpu": f"{i + 1}m"}}}]}) for i in range(2 * cache.max_bytes // len(padding))]
+    requests = {f"rlinf.io/d{i}": "1" for i in range(8)}
+    long = _pod("long", {"containers": [{"image": "y" * cache.max_key_bytes,
+                                         "resources": {"requests": requests}}]})
 
-    pods, _token = gateway.bound_pods_of_page(_page(_pod("wide", {"containers": [
-        {"resources": {"requests": requests}}]})))
+    pods, _token = gateway.pod_usages_of_page(_page(*many))
+    assert [pod.requests["cpu"] for pod in pods] == list(range(1, len(many) + 1))
+    assert 0 < cache.bytes <= cache.max_bytes
+    cache.clear()
+    (usage,), _token = gateway.pod_usages_of_page(_page(long))
 
-    assert dict(pods[0].requests) == dict.fromkeys(requests, 1)
-    assert gateway._REQUESTS_CACHE == {}
+    assert dict(usage.requests) == dict.fromkeys(requests, 1)
+    assert (len(cache), cache.bytes) == (0, 0)
 
 
-def test_one_cached_shape_never_answers_for_a_number_quantity() -> None:
-    """"1" (text) and 1 (a JSON number) are one quantity, but a number is never cached:
-    a cached text answer cannot stand in for a number that the rule would refuse."""
-    gateway._REQUESTS_CACHE.clear()
+def test_a_text_and_a_number_quantity_are_cached_apart() -> None:
+    """"1" (text) and 1 (a JSON number) are one quantity to the rule, but not the same JSON
+    text: each shape is answered by the rule itself, never by the other's cached answer."""
+    cache = gateway._REQUESTS_CACHE
+    cache.clear()
     text = _pod("t", {"containers": [{"resources": {"requests": {GPU: "1"}}}]})
     number = _pod("n", {"containers": [{"resources": {"requests": {GPU: 1}}}]})
 
-    pods, _token = gateway.bound_pods_of_page(_page(text, number))
+    pods, _token = gateway.bound_pods_of_page(_page(text, number, text))
 
-    assert [dict(pod.requests) for pod in pods] == [{GPU: 1}, {GPU: 1}]
+    assert [dict(pod.requests) for pod in pods] == [{GPU: 1}, {GPU: 1}, {GPU: 1}]
+    assert len(cache) == 2
+
+
+def test_pods_of_one_shape_share_one_answer() -> None:
+    gateway._REQUESTS_CACHE.clear()
+    spec = {"containers": [{"name": "main", "resources": {"requests": {"cpu": "1"}}}],
+            "initContainers": [{"restartPolicy": "Always",
+                                "resources": {"requests": {"cpu": "500m"}}}]}
+
+    usages, _token = gateway.pod_usages_of_page(_page(*[_pod(f"p{i}", spec) for i in range(3)]))
+
+    assert [dict(usage.requests) for usage in usages] == [{"cpu": 1500}] * 3
+    assert usages[0].requests is usages[1].requests is usages[2].requests
     assert len(gateway._REQUESTS_CACHE) == 1
 
 
@@ -256,8 +299,11 @@ def test_the_reduced_page_keeps_nothing_of_the_pods_bodies() -> None:
     try:
         pods, _token = gateway.bound_pods_of_page(body)
         held = tracemalloc.get_traced_memory()[0]
+        usages, _token = gateway.pod_usages_of_page(body)
+        held_usages = tracemalloc.get_traced_memory()[0] - held
     finally:
         tracemalloc.stop()
 
-    assert len(body) > 4_000_000 and len(pods) == 500
+    assert len(body) > 4_000_000 and len(pods) == len(usages) == 500
     assert held < len(body) // 10  # about 240 KB of tuples and names; the page: 4.2 MB
+    assert held_usages < len(body) // 10
