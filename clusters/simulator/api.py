@@ -167,8 +167,10 @@ def _pods_page(context: ClusterContext, request: Request, namespace: str | None)
 
     page = _page(cluster, request, kind=f"pods/{namespace or ''}/{label_text}/{field_text}",
                  supported=("labelSelector", "fieldSelector"), items=items)
-    return _encoded_response(page, cluster.encoded_pods(page.items), api_version="v1",
-                             kind="PodList")
+    return Response(200, encoded_list(
+        api_version="v1", kind="PodList", joined=cluster.joined_pods(page),
+        resource_version=page.resource_version, continue_token=page.continue_token,
+        remaining=page.remaining))
 
 
 def list_pods(context: ClusterContext, request: Request, namespace: str) -> Response:

@@ -185,16 +185,20 @@ def encoded_list(
     *,
     api_version: str,
     kind: str,
-    items: list[bytes],
+    items: list[bytes] | None = None,
+    joined: bytes | None = None,
     resource_version: int,
     continue_token: str | None,
     remaining: int,
 ) -> EncodedJSON:
-    """A list response assembled from items encoded beforehand by `encode_object`.
+    """A list response assembled from items encoded beforehand by `encode_object` (`items`,
+    or their text `joined` already, `b", "` between them).
 
     The bytes are those of `encode_object(list_object(...))` over the decoded items: the
     envelope is encoded without items (they come last) and the items are spliced in.
     """
+    if joined is None:
+        joined = b", ".join(items or ())
     envelope = list_object(
         api_version=api_version,
         kind=kind,
@@ -205,4 +209,4 @@ def encoded_list(
     )
     del envelope["items"]
     head = encode_object(envelope)[:-1]
-    return EncodedJSON(b"".join((head, b', "items": [', b", ".join(items), b"]}")))
+    return EncodedJSON(b"".join((head, b', "items": [', joined, b"]}")))

@@ -26,7 +26,7 @@ import time
 import uuid
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -63,6 +63,8 @@ from clusters.simulator.progress import DEFAULT_STEP_SECONDS, StepClock, timed_s
 from clusters.types import GPU_RESOURCE
 
 _MAX_SNAPSHOTS = 128
+_MAX_JOINED_LISTS = 4
+"""Pod lists whose whole text a cluster keeps for their pages (the newest used)."""
 _REQUEST_LOG_SIZE = 2000
 _MAX_EVENTS = 5000
 
@@ -75,6 +77,8 @@ class Page:
     resource_version: int
     continue_token: str | None
     remaining: int
+    snapshot: list[Object] = field(default_factory=list, repr=False)  # the list it is cut from
+    offset: int = 0  # where in `snapshot` the page starts
 
 
 def _encode_token(payload: dict[str, Any]) -> str:
@@ -131,6 +135,7 @@ class ClusterState:
         self._pod_list: _PodList | None = None
         self._rendered_pods: dict[tuple[str, str], _RenderedPod] = {}
         self._encoded_pods = _EncodedObjects()
+        self._joined_pods: OrderedDict[int, tuple[list[Object], _JoinedItems]] = OrderedDict()
         self._encoded_jobs = _EncodedObjects()
         self._events: OrderedDict[tuple[str, str, str, str], Object] = OrderedDict()
         self._snapshots: OrderedDict[str, tuple[int, list[Object]]] = OrderedDict()
@@ -687,6 +692,23 @@ class ClusterState:
             return [self._encoded_pods.get(
                 f"{pod['metadata']['namespace']}/{pod['metadata']['name']}", pod) for pod in pods]
 
+    def joined_pods(self, page: Page) -> bytes:
+        """The page's pods as the JSON text of a list's items (`b", "`-joined). A page of a
+        list longer than the page is cut from the whole list's text, joined once per list
+        (the pods of a list never change: a change makes a new list), like an API server
+        answering pages from its watch cache without encoding each pod again."""
+        if len(page.items) == len(page.snapshot):
+            return b", ".join(self.encoded_pods(page.items))
+        with self.lock:
+            joined = self._joined_pods.get(id(page.snapshot))
+            if joined is None or joined[0] is not page.snapshot:
+                joined = (page.snapshot, _JoinedItems(self.encoded_pods(page.snapshot)))
+                self._joined_pods[id(page.snapshot)] = joined
+                while len(self._joined_pods) > _MAX_JOINED_LISTS:
+                    self._joined_pods.popitem(last=False)
+            self._joined_pods.move_to_end(id(page.snapshot))
+        return joined[1].cut(page.offset, page.offset + len(page.items))
+
     def encoded_jobs(self, jobs: list[Object]) -> list[bytes]:
         """The JSON text of each Job object (of any snapshot), from the cache when it has it."""
         with self.lock:
@@ -881,6 +903,8 @@ class ClusterState:
                 resource_version=resource_version,
                 continue_token=token,
                 remaining=max(0, len(snapshot) - end),
+                snapshot=snapshot,
+                offset=offset,
             )
 
     def _continue_token(
@@ -971,6 +995,26 @@ class _EncodedObjects:
 
     def forget(self, name: str) -> None:
         self._entries.pop(name, None)
+
+
+class _JoinedItems:
+    """Encoded items joined once (`b", "` between them), and where each starts: any run of
+    them is one slice of the text."""
+
+    def __init__(self, items: list[bytes]) -> None:
+        self.text = b", ".join(items)
+        self.starts = [0] * (len(items) + 1)
+        position = 0
+        for index, item in enumerate(items):
+            self.starts[index] = position
+            position += len(item) + 2
+        self.starts[len(items)] = position
+
+    def cut(self, start: int, end: int) -> bytes:
+        """The text of items `start` to `end` (not included), joined."""
+        if start >= end:
+            return b""
+        return self.text[self.starts[start]:self.starts[end] - 2]
 
 
 _ENDED = ("Succeeded", "Failed")

@@ -373,7 +373,6 @@ def start_simulator_process(
 
     `port=0` lets the child pick a free port; the handle's `base_url` tells which.
     """
-    fleet = load_fleet(fleet_path)
     command = [sys.executable, "-m", "clusters.simulator", "--fleet", str(fleet_path)]
     command += ["--host", host, "--port", str(port), "--tick", str(tick_interval or 0)]
     if crd_path is not None:
@@ -387,6 +386,7 @@ def start_simulator_process(
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
     try:
+        fleet = load_fleet(fleet_path)  # read here while the child reads it too
         base_url = _await_ready(process, time.monotonic() + timeout)
         handle = SimulatorProcess(process, base_url, fleet)
         handle.control("GET", "health")

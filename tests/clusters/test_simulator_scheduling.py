@@ -54,7 +54,7 @@ def _create(credentials: k8s.Credentials, name: str, *tasks: dict[str, Any]) -> 
     k8s.create_job(credentials=credentials, namespace=NS, body=job_body(name, tasks=[*tasks]))
 
 
-def _get(sim: InProcessSimulator, cluster: str, path: str, **query: str) -> tuple[int, Any]:
+def _raw(sim: InProcessSimulator, cluster: str, path: str, **query: str) -> tuple[int, bytes]:
     parts = urlsplit(sim.base_url)
     connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
     token = sim.fleet.cluster(cluster).token
@@ -62,9 +62,14 @@ def _get(sim: InProcessSimulator, cluster: str, path: str, **query: str) -> tupl
     try:
         connection.request("GET", target, headers={"Authorization": f"Bearer {token}"})
         response = connection.getresponse()
-        return response.status, json.loads(response.read())
+        return response.status, response.read()
     finally:
         connection.close()
+
+
+def _get(sim: InProcessSimulator, cluster: str, path: str, **query: str) -> tuple[int, Any]:
+    status, body = _raw(sim, cluster, path, **query)
+    return status, json.loads(body)
 
 
 def _pod(sim: InProcessSimulator, name: str, namespace: str = NS) -> dict[str, Any]:
@@ -465,6 +470,59 @@ def test_the_pods_list_pages_from_one_snapshot(sim: InProcessSimulator) -> None:
 
     assert first["metadata"]["remainingItemCount"] == 3
     assert names == [f"w-{index}" for index in range(5)]
+
+
+def test_pages_cut_from_a_lists_joined_text_are_its_pods_encoded_one_by_one(
+    sim: InProcessSimulator, gpu_a: k8s.Credentials
+) -> None:
+    """A page of a long pod list is a slice of the list's text, joined once: every page's
+    bytes are those of its pods' objects encoded one by one, in a Job's pods and foreign
+    pods alike, and a changed list is joined anew."""
+    from clusters.simulator.objects import encode_object
+
+    for index in range(7):
+        sim.add_pod("gpu-a", f"w-{index}", node="a-cpu-01", requests={"cpu": "100m"},
+                    labels={"i": str(index)})
+    _create(gpu_a, "live", task_body("actor", replicas=2, selector=POOL, gpus=8))
+    sim.tick()
+
+    def pages(limit: str) -> list[tuple[bytes, list[dict[str, Any]]]]:
+        found, token = [], ""
+        while True:
+            query = {"limit": limit} | ({"continue": token} if token else {})
+            status, raw = _raw(sim, "gpu-a", "/api/v1/pods", **query)
+            assert status == 200
+            document = json.loads(raw)
+            items = document["items"]
+            found.append((raw, items))
+            token = document["metadata"].get("continue", "")
+            if not token:
+                return found
+
+    before = pages("3")
+    sim.add_pod("gpu-a", "w-late", node="a-cpu-01", requests={"cpu": "100m"})
+    after = pages("4")
+
+    for raw, items in before + after:
+        assert b", ".join(encode_object(item) for item in items) in raw
+    assert [len(items) for _raw_page, items in before] == [3, 3, 3]
+    assert [len(items) for _raw_page, items in after] == [4, 4, 2]
+    assert "w-late" in [item["metadata"]["name"] for _raw_page, items in after for item in items]
+
+
+def test_a_foreign_pods_request_is_the_rule_over_its_spec_computed_once_per_shape() -> None:
+    from clusters.podrequests import pod_requests
+    from clusters.simulator.fleet import ForeignPodSpec
+
+    shapes = [ForeignPodSpec(name=f"p-{i}", node=f"n-{i}", requests={"cpu": "1", GPU: "2"},
+                             init_requests={"cpu": "3"} if i % 2 else {},
+                             overhead={"memory": "1Gi"}) for i in range(4)]
+
+    answers = [pod.request() for pod in shapes]
+    answers[0]["cpu"] = 0  # a caller's own copy
+
+    assert [pod.request() for pod in shapes] == [pod_requests(pod.pod_spec()) for pod in shapes]
+    assert answers[1] == {"cpu": 3000, GPU: 2, "memory": 1024**3}
 
 
 @pytest.mark.parametrize(("query", "message"), [
