@@ -156,7 +156,7 @@ def forget_occupancy() -> None:
     from clusters.models import Cluster, NodeOccupancy
 
     NodeOccupancy.objects.all().delete()
-    Cluster.objects.update(occupancy_as_of=None, occupancy_pods=None)
+    Cluster.objects.update(occupancy_as_of=None, occupancy_pods=0)
 
 
 def audit_events() -> int:
