@@ -89,13 +89,14 @@ class Client:
 
     def request(self, method: str, path: str, *, query: Any = None, json_body: Any = None,
                 body: bytes | None = None, content_type: str | None = None,
-                auth: bool = True, expect: tuple[int, ...] = ()) -> Answer:
+                auth: bool = True, expect: tuple[int, ...] = (),
+                accept: str = "application/json") -> Answer:
         """One request; an answer of 2xx (or a status in `expect`) is returned, any other is
-        raised as a `CliError`."""
+        raised as a `CliError`. Errors are JSON whatever `accept` asks for."""
         target = self.base_path + API_PREFIX + path.lstrip("/")
         if query:
             target += "?" + urlencode(query, doseq=True)
-        headers = {"Accept": "application/json", "User-Agent": "rlark-cli/"
+        headers = {"Accept": accept, "User-Agent": "rlark-cli/"
                    + ".".join(map(str, API_VERSION))}
         language = accept_language()
         if language:

@@ -399,11 +399,34 @@ def not_found_as_job(name: str, kind: str = "job") -> Callable[[CliError], CliEr
     return convert
 
 
+def not_found_as(message: str) -> Callable[[CliError], CliError]:
+    def convert(error: CliError) -> CliError:
+        return CliError(message, errors.NOT_FOUND) if error.code == errors.NOT_FOUND else error
+    return convert
+
+
 def call(convert: Callable[[CliError], CliError], function: Callable[[], Any]) -> Any:
     try:
         return function()
     except CliError as error:
         raise convert(error) from None
+
+
+HOURS = [("productive", "productive"), ("stalled", "stalled"), ("failed", "failed"),
+         ("pending_partial", "partial")]
+
+
+def gpu_hours_text(hours: dict[str, Any] | None) -> str:
+    """A run's `gpu_hours` (SPEC 16) on one line: reserved, then its split, and idle when
+    Prometheus measures it; "" for a run never submitted (the API's null)."""
+    if not hours:
+        return ""
+    from rlark_cli.output import cell
+
+    split = ", ".join(f"{label} {cell(hours.get(key))}" for key, label in HOURS)
+    idle = f"idle {cell(hours.get('idle'))}" if hours.get("idle_measured") else \
+        "idle not measured"
+    return f"{cell(hours.get('reserved'))} reserved: {split}; {idle}"
 
 
 def status_table(job: dict[str, Any]) -> str:
@@ -445,6 +468,9 @@ def status_table(job: dict[str, Any]) -> str:
     if cause.get("tag"):  # SPEC 16: the earliest evidence across every role
         items.append(("cause", f"{cause['tag']} in {cause.get('pod') or '-'}: "
                                f"{cause.get('evidence') or ''}".rstrip(": ")))
+    hours = gpu_hours_text(job.get("gpu_hours"))
+    if hours:
+        items.append(("gpu-hours", hours))
     findings = job.get("findings") or []
     items.append(("findings", count_findings(findings) if findings else "none"))
     text = output.pairs(items)
@@ -659,6 +685,9 @@ def record(state: State, name: str, fmt: str) -> int:
                   ("launch list", (d.get("launch_list") or {}).get("title")),
                   ("parameters", (d.get("deployment_parameters") or {}).get("title")),
                   ("status changes", len(d.get("status_history") or []))]
+        hours = gpu_hours_text(d.get("gpu_hours"))
+        if hours:
+            items.append(("gpu-hours", hours))
         return output.pairs(items)
 
     output.emit(data, fmt, table)
@@ -696,6 +725,75 @@ def diff(state: State, a: str, b: str, fmt: str) -> int:
         return "\n".join(lines)
 
     output.emit(data, fmt, table)
+    return errors.OK
+
+
+# -- usage ----------------------------------------------------------------------------------
+
+
+USAGE_MEASURES = [("RESERVED", "reserved"), *((label.upper(), key) for key, label in HOURS)]
+
+
+def usage_table(body: dict[str, Any]) -> str:
+    """The report: a line naming what it counts, one row per group, then the total."""
+    from rlark_cli import output
+
+    group_by = body.get("group_by") or "day"
+    teams = body.get("team") or ", ".join(body.get("teams") or []) or "no teams"
+    head = (f"GPU-hours of {teams}, {body.get('from')} to {body.get('to')} (counted until "
+            f"{body.get('counted_until')}), {body.get('runs')} runs, per {group_by}")
+    spec = [(group_by.upper(), "key")]
+    if group_by == "job":
+        spec += [("TEAM", "team"), ("USER", "user"), ("STATE", "state")]
+    spec += USAGE_MEASURES
+    if body.get("idle_measured"):
+        spec.append(("IDLE", "idle"))
+    else:
+        head += "; idle not measured"
+    groups = list(body.get("groups") or [])
+    if not groups:
+        return f"{head}\nno GPU-hours in this window"
+    total = {**(body.get("total") or {}), "key": "total"}
+    return f"{head}\n" + output.columns([*groups, total], spec)
+
+
+@cli.command(epilog=example("""
+rlark usage --team vision-rl --from 2026-11-01 --to 2026-11-30 --group-by week
+rlark usage --group-by job -o json
+rlark usage --team vision-rl --group-by user --csv > gpu-hours.csv
+"""))
+@click.option("--team", metavar="SLUG", help="One team (default: all your teams).")
+@click.option("--from", "start", metavar="DATE", help="YYYY-MM-DD or an ISO 8601 date-time "
+              "(default: 30 days before --to).")
+@click.option("--to", "end", metavar="DATE", help="YYYY-MM-DD (that day included) or an ISO "
+              "8601 date-time (default: now).")
+@click.option("--group-by", type=click.Choice(["day", "week", "user", "job"]), default="day",
+              show_default=True, help="One row per day, week (Monday), user or job.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print the server's CSV (the usage page's "
+              "export) instead.")
+@output_option
+@pass_state
+def usage(state: State, team: str | None, start: str | None, end: str | None, group_by: str,
+          as_csv: bool, fmt: str) -> int:
+    """GPU-hours of your teams (GET usage/): reserved, split into productive, stalled, failed
+    and partially started (idle when Prometheus measures it), per day, week, user or job."""
+    from rlark_cli import output
+
+    if as_csv and fmt != "table":
+        raise click.UsageError("--csv prints the CSV; leave out -o")
+    query = {"group_by": group_by}
+    query.update({k: v for k, v in (("team", team), ("from", start), ("to", end)) if v})
+    if as_csv:
+        query["format"] = "csv"
+    client = state.client()
+    convert = not_found_as(f"team {team!r} not found (no such team of yours)")
+    accept = "text/csv, application/json" if as_csv else "application/json"
+    data = call(convert, lambda: client.request("GET", "usage/", query=query,
+                                                accept=accept).data)
+    if as_csv:
+        sys.stdout.write(data)
+        return errors.OK
+    output.emit(data, fmt, usage_table)
     return errors.OK
 
 

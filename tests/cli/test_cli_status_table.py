@@ -27,3 +27,16 @@ def test_nothing_is_printed_for_blocks_the_server_left_empty() -> None:
     assert "capacity" not in text and "cause" not in text
     assert "pending" in text  # the state itself
     assert text.count("pending") == 1
+
+
+HOURS = {"reserved": 8.0, "productive": 4.667, "stalled": 2.667, "failed": 0.0,
+         "pending_partial": 0.667, "idle": None, "idle_measured": False}
+
+
+def test_a_runs_gpu_hours_split_and_idle_only_when_measured() -> None:
+    text = status_table({**BASE, "state": "succeeded", "gpu_hours": HOURS})
+    assert ("gpu-hours: 8.0 reserved: productive 4.667, stalled 2.667, failed 0.0, "
+            "partial 0.667; idle not measured") in text
+    measured = status_table({**BASE, "gpu_hours": {**HOURS, "idle": 1.5, "idle_measured": True}})
+    assert "partial 0.667; idle 1.5" in measured
+    assert "gpu-hours" not in status_table({**BASE, "state": "draft", "gpu_hours": None})

@@ -187,3 +187,32 @@ def test_idle_comes_from_the_gpu_idle_episodes_when_prometheus_is_configured(
     assert [(g["key"], g["idle"]) for g in body["groups"]] == [("stalling", h(120)),
                                                                ("failing", 0.0)]
     assert body["total"]["reserved"] == h(826) and body["total"]["stalled"] == h(160)
+
+
+def test_format_csv_is_the_page_s_export_and_errors_stay_json(
+        runs: None, member: Any, api_client_for: Callable[[Any], APIClient]) -> None:
+    """A token gets the usage page's CSV (`?format=csv`), the same bytes as its export; a bad
+    query or another team's slug is still JSON naming the field (what the CLI reads)."""
+    from django.test import Client
+
+    client = api_client_for(member)
+    response = client.get(f"{URL}?{WINDOW}&group_by=job&format=csv")
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"] == "text/csv; charset=utf-8"
+    text = response.content.decode()
+    assert text.splitlines() == [
+        "job,team,user,state,reserved_gpu_hours,productive_gpu_hours,stalled_gpu_hours,"
+        "failed_gpu_hours,pending_partial_gpu_hours",
+        f"stalling,vision-rl,owner,succeeded,8.0,{h(280)},{h(160)},0.0,{h(40)}",
+        f"failing,vision-rl,member,failed,{h(346)},{h(320)},0.0,{h(26)},0.0",
+        f"total,,,,{h(826)},{h(600)},{h(160)},{h(26)},{h(40)}"]
+    page = Client()
+    page.force_login(member)
+    assert page.get(f"/jobs/usage/export.csv?{WINDOW}&group_by=job&team=").content.decode() \
+        == text
+    for query, status, field in (("group_by=month", 400, "group_by"),
+                                 ("from=yesterday", 400, "from"), ("team=nlp-rl", 404, None)):
+        bad = client.get(f"{URL}?{query}&format=csv")
+        assert bad.status_code == status
+        assert bad["Content-Type"].startswith("application/json")
+        assert bad.json().get("field") == field and bad.json()["detail"]
