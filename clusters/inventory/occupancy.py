@@ -52,23 +52,26 @@ class Tally:
 
     def add_usages(self, usages: Iterable[PodUsage]) -> None:
         """Count each pod of `usages` (a page of the listing) on its node, once."""
-        seen, nodes = self._seen, self.nodes
-        for key, node, requests in usages:
-            if key in seen:
-                self.repeated += 1
-                continue
-            seen.add(key)
-            counted = nodes.get(node)
-            if counted is None:
-                self.elsewhere += 1
-                continue
-            for resource, amount in requests.items():
-                counted[resource] = counted.get(resource, 0) + amount
-            counted[PODS] = counted.get(PODS, 0) + 1
-            self.pods += 1
-            if len(counted) > MAX_RESOURCES:
-                raise OccupancyProblem(
-                    f"node {node}: the pods request more than {MAX_RESOURCES} distinct resources")
+        seen, nodes, counted_pods = self._seen, self.nodes, 0
+        try:
+            for key, node, requests in usages:
+                if key in seen:
+                    self.repeated += 1
+                    continue
+                seen.add(key)
+                counted = nodes.get(node)
+                if counted is None:
+                    self.elsewhere += 1
+                    continue
+                for resource, amount in requests.items():
+                    counted[resource] = counted.get(resource, 0) + amount
+                counted[PODS] = counted.get(PODS, 0) + 1
+                counted_pods += 1
+                if len(counted) > MAX_RESOURCES:
+                    raise OccupancyProblem(f"node {node}: the pods request more than "
+                                           f"{MAX_RESOURCES} distinct resources")
+        finally:
+            self.pods += counted_pods
 
     def check(self) -> None:
         """Raise `OccupancyProblem` for a node whose totals leave the int64 range."""

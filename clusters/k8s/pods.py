@@ -475,19 +475,30 @@ def _typed_bound_pods(items: list[_Pod]) -> list[BoundPod]:
 
 
 def _typed_usages(items: list[_UsagePod]) -> list[PodUsage]:
-    """`BoundPod.usage` of each typed bound, running pod, with no `BoundPod` made."""
-    reduced = []
+    """`BoundPod.usage` of each typed bound, running pod, with no `BoundPod` made. (The
+    common pod, its containers alone deciding its request and that shape seen, is answered
+    here without a call: this loop runs once per pod of the cluster.)"""
+    reduced: list[PodUsage] = []
+    append, known = reduced.append, _REQUESTS_CACHE.entries
     for pod in items:
         spec = pod.spec
-        if spec is None or not spec.nodeName:
+        if spec is None:
             continue
-        if (pod.status or _NO_STATUS).phase in _ENDED:
+        node = spec.nodeName
+        if not node or (pod.status or _NO_STATUS).phase in _ENDED:
             continue
         metadata = pod.metadata or _NO_USAGE_METADATA
-        namespace, name = metadata.namespace, metadata.name
-        reduced.append(PodUsage(metadata.uid or f"{namespace or ''}/{name or ''}", spec.nodeName,
-                                _typed_requests(spec, namespace, name)))
+        requests = None
+        if not (spec.initContainers or spec.resources or spec.overhead):
+            requests = known.get(bytes(spec.containers))
+        if requests is None:
+            requests = _typed_requests(spec, metadata.namespace, metadata.name)
+        key = metadata.uid or f"{metadata.namespace or ''}/{metadata.name or ''}"
+        append(_new_tuple(PodUsage, (key, node, requests)))
     return reduced
+
+
+_new_tuple = tuple.__new__  # a named tuple made without its Python-level __new__
 
 
 _NO_USAGE_METADATA = _UsageMetadata()
