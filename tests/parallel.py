@@ -177,8 +177,8 @@ def drop_template(worker: str) -> None:
 # browser journeys (a live server and Chromium each), then the rest as collected.
 HEAVY_MODULES = (
     "tests/cli/test_cli_files.py",  # ~250 s (26 tests, each a live gunicorn's rows and flush)
-    "tests/jobs/test_lifecycle_migration.py",  # ~200 s: back to jobs 0006, round trip, leaf
-    "tests/jobs/test_confirmation_migration.py",  # 188 s: back to jobs 0010 and forward
+    "tests/jobs/test_lifecycle_migration.py",  # ~70 s: a new database to jobs 0006, round trip
+    "tests/jobs/test_confirmation_migration.py",  # ~60 s: a new database to jobs 0010, on to 0011
     "tests/jobs/test_properties.py",  # ~140 s of hypothesis examples (engine and renderer)
     "tests/cli/test_cli_runs.py",  # 118 s (submissions pumped through the simulator)
     "tests/site/test_outsiders_generated.py",  # ~100 s: every route, hostile bytes
