@@ -31,6 +31,7 @@ from jobs.records.forms import (
     LaunchListForm,
 )
 from jobs.records.lifecycle import CANCELLABLE_STATES
+from jobs.usage.selectors import run_gpu_hours
 from jobs.usage.views import gpu_hours_rows
 from rlark_site.foundation.exceptions import ApplicationError
 from rlark_site.foundation.tenancy.access import current_team
@@ -238,6 +239,7 @@ def job_detail(request: HttpRequest, name: str) -> HttpResponse:
         "status_changes", "first_run_checks__checked_by"
     ).first()
     checks = list(record.first_run_checks.order_by("checked_at", "id")) if record else []
+    hours = run_gpu_hours(record)
     context = {
         "job": job, "record": record,
         "history": record.status_changes.order_by("observed_at", "id") if record else [],
@@ -247,6 +249,7 @@ def job_detail(request: HttpRequest, name: str) -> HttpResponse:
         "checks": checks, "last_check": checks[-1] if checks else None,
         "form": FirstRunCheckForm(initial=first_run_initial(record)),
         "watches": signal_rows(record), "checklist": CHECKLIST, "answers": ANSWERS,
+        "run_gpu_hours": hours, "gpu_hours": gpu_hours_rows(hours),
     }
     return render(request, "jobs/records/job_detail.html", context)
 

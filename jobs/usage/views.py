@@ -33,7 +33,7 @@ GROUP_LABELS = {"day": gettext_lazy("day"), "week": gettext_lazy("week"),
 
 def gpu_hours_rows(body: dict[str, Any] | None) -> list[tuple[str, str, str, float]] | None:
     """A run's `gpu_hours` as the page's rows: (category, label, colour, GPU-hours), in the
-    usage page's order and words; None when the run never held anything to count."""
+    usage page's order and words; None for no run or a run never submitted (the API's null)."""
     if body is None:
         return None
     return [(name, str(CATEGORY_LABELS[name]), CATEGORY_COLORS[name], body[name])

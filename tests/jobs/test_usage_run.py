@@ -85,17 +85,22 @@ def _cells(page: str) -> dict[str, str]:
             "RLark reads GPU idleness only when Prometheus is configured"]),
     ("zh-hans", ["GPU 小时"]),
 ])
-def test_the_run_record_page_shows_the_block(
+@pytest.mark.parametrize("url", ["/jobs/records/stalling/", "/jobs/job/stalling/"])
+def test_the_run_record_and_job_pages_show_the_block(
         runs: None, client: Client, member: Any, settings: Any,  # noqa: F811
-        language: str, words: list[str]) -> None:
+        language: str, words: list[str], url: str) -> None:
     client.force_login(member)
-    page = client.get("/jobs/records/stalling/", HTTP_ACCEPT_LANGUAGE=language).content.decode()
+    response = client.get(url, HTTP_ACCEPT_LANGUAGE=language)
+    assert response.status_code == 200
+    page = response.content.decode()
     assert _cells(page) == {"reserved": "8.0", "productive": "4.667", "stalled": "2.667",
                             "failed": "0.0", "pending_partial": "0.667"}
     for word in words:
         assert word in page
     if language != "en":
         assert "partially started" not in page and "Reserved" not in page
+    assert page.count('id="run-gpu-hours"') == 1
     settings.RLARK_PROMETHEUS_URL = "http://127.0.0.1:9/"
-    page = client.get("/jobs/records/stalling/", HTTP_ACCEPT_LANGUAGE=language).content.decode()
+    page = client.get(url, HTTP_ACCEPT_LANGUAGE=language).content.decode()
     assert _cells(page)["idle"] == "0.0"
+
