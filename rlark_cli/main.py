@@ -429,6 +429,27 @@ def gpu_hours_text(hours: dict[str, Any] | None) -> str:
     return f"{cell(hours.get('reserved'))} reserved: {split}; {idle}"
 
 
+def gpu_text(gpu: dict[str, Any] | None) -> str:
+    """SPEC 16's GPU idleness (`gpu`, from Prometheus) on one line, as the job page says it;
+    "" when RLark does not read it (no Prometheus) and has no reading."""
+    if not gpu or (gpu.get("reason_code") == "not_configured" and not gpu.get("checked_at")):
+        return ""
+    if gpu.get("idle") is None:
+        return f"unknown: {gpu.get('reason') or gpu.get('reason_code') or '-'}"
+    text = "idle" if gpu["idle"] else "active"
+    if gpu["idle"] and gpu.get("idle_since"):
+        text += f" since {gpu['idle_since']}"
+    readings = []
+    if gpu.get("tensor_active") is not None:
+        readings.append(f"tensor cores active {gpu['tensor_active'] * 100:.1f} %")
+    if gpu.get("utilization") is not None:
+        readings.append(f"utilization {gpu['utilization']:g} %")
+    if readings:
+        minutes = f" over {gpu['window_seconds'] / 60:g} min" if gpu.get("window_seconds") else ""
+        text += f" ({', '.join(readings)}{minutes}, {gpu.get('gpus') or 0} GPUs)"
+    return text
+
+
 def status_table(job: dict[str, Any]) -> str:
     from rlark_cli import output
     from rlark_cli.client import finding_lines
@@ -468,6 +489,9 @@ def status_table(job: dict[str, Any]) -> str:
     if cause.get("tag"):  # SPEC 16: the earliest evidence across every role
         items.append(("cause", f"{cause['tag']} in {cause.get('pod') or '-'}: "
                                f"{cause.get('evidence') or ''}".rstrip(": ")))
+    activity = gpu_text(job.get("gpu"))
+    if activity:
+        items.append(("gpu", activity))
     hours = gpu_hours_text(job.get("gpu_hours"))
     if hours:
         items.append(("gpu-hours", hours))

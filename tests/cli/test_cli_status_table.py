@@ -40,3 +40,21 @@ def test_a_runs_gpu_hours_split_and_idle_only_when_measured() -> None:
     measured = status_table({**BASE, "gpu_hours": {**HOURS, "idle": 1.5, "idle_measured": True}})
     assert "partial 0.667; idle 1.5" in measured
     assert "gpu-hours" not in status_table({**BASE, "state": "draft", "gpu_hours": None})
+
+
+GPU = {"utilization": 3.0, "tensor_active": 0.012, "as_of": "2026-12-02T10:00:00Z",
+       "idle": True, "idle_since": "2026-12-02T09:40:00Z", "reason_code": None, "reason": None,
+       "checked_at": "2026-12-02T10:00:05Z", "gpus": 16, "window_seconds": 900}
+
+
+def test_gpu_idleness_is_shown_when_prometheus_reads_it() -> None:
+    text = status_table({**BASE, "state": "running", "gpu": GPU})
+    assert ("gpu: idle since 2026-12-02T09:40:00Z (tensor cores active 1.2 %, utilization 3 % "
+            "over 15 min, 16 GPUs)") in " ".join(text.split())
+    unknown = status_table({**BASE, "gpu": {**GPU, "idle": None, "reason_code": "no_reading",
+                                            "reason": "no reading yet", "checked_at": None}})
+    assert "gpu: unknown: no reading yet" in " ".join(unknown.split())
+    off = status_table({**BASE, "gpu": {**GPU, "idle": None, "reason_code": "not_configured",
+                                        "reason": "Prometheus is not configured",
+                                        "checked_at": None}})
+    assert "gpu:" not in off
