@@ -13,9 +13,18 @@ memory that builds the same result. Both results are compared for every selector
 
 Then the pre-flight (SPEC 15): every node gets cpu/memory/pods allocatable and an occupancy
 row (a third of the nodes with GPUs in use), and a 3-role job per cluster (Header on one
-node, Rollout on a pool, Environment on a rack) is judged by `jobs.core.findings.capacity`
-over `matched_capacity` (one query per check); its p95 is printed beside the match figure
-(target < 25 ms). The scratch database is dropped at the end.
+node, Rollout on a pool, Environment on a rack; 8, 0 or 4 GPUs a worker, so that verdicts
+differ) is judged by `jobs.core.findings.capacity.preflight` over what a check reads for it
+(a wizard step-2 or step-4 request: the matched nodes with their free capacity, then the
+verdict), both ways side by side in one run, alternating job by job:
+- baseline, the path before `matches_capacity`: `match_many` (one or two queries per
+  selector) and `matched_capacity` (one query), kept callable here;
+- new, the path `jobs.context.check_context_for` takes: `matches_capacity`, one query for
+  the matches and the capacity.
+Both answers (the matches, the capacity read and the whole `capacity` body) are compared for
+every job and round. Printed: wall p50/p95 (target p95 < 25 ms), this process's CPU time and
+the PostgreSQL backend's (from /proc) per job, and the load average before and after.
+The scratch database is dropped at the end.
 Without DATABASE_URL, embedded PostgreSQL is used.
 """
 
@@ -127,7 +136,7 @@ def load_occupancy(cluster: Any, nodes: list[Any]) -> None:
 
 def preflight_jobs(document: dict[str, Any]) -> list[Any]:
     """A 3-role job spec per cluster: Header on one node, Rollout on a pool, Environment on
-    a rack (8 GPUs, 16 CPUs and 64Gi a worker)."""
+    a rack (16 CPUs and 64Gi a worker; 8, 0 or 4 GPUs, by cluster)."""
     from jobs.core.spec import JobSpec, ResourcePair, RoleSpec
 
     jobs = []
@@ -142,64 +151,139 @@ def preflight_jobs(document: dict[str, Any]) -> list[Any]:
         }
         jobs.append(JobSpec(team="t", name=f"job-{i}", task_type="rl", header_role="Actor",
                             roles=tuple(RoleSpec(name=role, cluster=name, selector=selector,
-                                                 gpus=8, cpu=ResourcePair(request="16"),
+                                                 gpus=(8, 0, 4)[i % 3],
+                                                 cpu=ResourcePair(request="16"),
                                                  memory=ResourcePair(request="64Gi"))
                                         for role, selector in selectors.items())))
     return jobs
 
 
-def preflight_once(spec: Any) -> tuple[str, int]:
-    """The pre-flight of one job as a check reads it: the matches (as the context has them),
-    the matched nodes' capacity in one query, the verdict."""
+@dataclass(frozen=True)
+class Judged:
+    """What one way of judging a job read and answered (compared between the two ways)."""
+
+    matches: Any
+    capacity: Any
+    occupancy: Any
+    body: dict[str, Any]
+
+
+def _selectors(spec: Any) -> list[dict[str, str]]:
+    return [dict(role.selector) for role in spec.roles]
+
+
+def preflight_baseline(spec: Any) -> Judged:
+    """The path before `matches_capacity`: the matches (`match_many`, as the context had
+    them), the matched nodes' capacity in one more query, the verdict."""
     from clusters.inventory.selectors import matched_capacity
     from clusters.matching import match_many
     from jobs.core.findings.capacity import preflight
     from jobs.core.spec import CheckContext
 
-    selectors = [dict(role.selector) for role in spec.roles]
+    selectors = _selectors(spec)
+    matches = match_many(selectors)
     capacity = matched_capacity(selectors)
-    ctx = CheckContext(matches=match_many(selectors), capacity=capacity.nodes,
-                       occupancy=capacity.occupancy)
-    body = preflight(spec, ctx)
-    return body["verdict"], sum(r["replicas"] for r in body["roles"])
+    ctx = CheckContext(matches=matches, capacity=capacity.nodes, occupancy=capacity.occupancy)
+    return Judged(matches, capacity.nodes, capacity.occupancy, preflight(spec, ctx))
 
 
-def preflight_only(spec: Any, ctx: Any) -> str:
-    """The pre-flight's own part (one query and the verdict), the matches already read."""
-    from clusters.inventory.selectors import matched_capacity
+def preflight_new(spec: Any) -> Judged:
+    """What `check_context_for` reads now: the matches and their capacity in one query, then
+    the verdict."""
+    from clusters.inventory.selectors import matches_capacity
     from jobs.core.findings.capacity import preflight
+    from jobs.core.spec import CheckContext
 
-    capacity = matched_capacity([dict(role.selector) for role in spec.roles])
-    ctx = type(ctx)(matches=ctx.matches, capacity=capacity.nodes, occupancy=capacity.occupancy)
-    return str(preflight(spec, ctx)["verdict"])
+    read = matches_capacity(_selectors(spec))
+    ctx = CheckContext(matches=dict(read.matches), capacity=read.capacity.nodes,
+                       occupancy=read.capacity.occupancy)
+    return Judged(ctx.matches, ctx.capacity, ctx.occupancy, preflight(spec, ctx))
+
+
+def _backend_cpu_reader() -> Callable[[], float | None]:
+    """CPU seconds (user + system) of this connection's PostgreSQL backend, from /proc (None
+    when the server is not on this machine or not readable)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (pid,) = cursor.fetchone()
+    stat = Path(f"/proc/{pid}/stat")
+
+    def read() -> float | None:
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    return read
+
+
+@dataclass
+class Figures:
+    wall: list[float]
+    cpu: list[float]
+    backend: list[float | None]
+
+    def line(self, label: str) -> str:
+        known = [b for b in self.backend if b is not None]
+        backend = (f"{statistics.fmean(known):.2f} ms" if len(known) == len(self.backend)
+                   else "n/a")
+        return (f"{label:9} wall p50 {percentile(self.wall, .5):6.2f} ms, p95 "
+                f"{percentile(self.wall, .95):6.2f} ms; CPU a job: this process p50 "
+                f"{percentile(self.cpu, .5):5.2f} ms (mean {statistics.fmean(self.cpu):5.2f}), "
+                f"PostgreSQL backend mean {backend}")
+
+
+def _measured(func: Callable[[], Judged], backend_cpu: Callable[[], float | None],
+              figures: Figures | None) -> Judged:
+    before_backend, before_cpu = backend_cpu(), time.process_time()
+    ms, result = timed(func)
+    cpu_ms = (time.process_time() - before_cpu) * 1000
+    after_backend = backend_cpu()
+    if figures is not None:
+        figures.wall.append(ms)
+        figures.cpu.append(cpu_ms)
+        figures.backend.append(None if before_backend is None or after_backend is None
+                               else (after_backend - before_backend) * 1000)
+    return result
 
 
 def run_preflight(document: dict[str, Any], rounds: int) -> None:
-    from clusters.matching import match_many
-    from jobs.core.spec import CheckContext
-
     jobs = preflight_jobs(document)
-    whole: list[float] = []
-    own: list[float] = []
+    backend_cpu = _backend_cpu_reader()
+    ways = {"baseline": (preflight_baseline, Figures([], [], [])),
+            "new": (preflight_new, Figures([], [], []))}
     verdicts: dict[str, int] = {}
     workers = 0
+    load_before = os.getloadavg()
     for round_index in range(rounds + 1):
-        for spec in jobs:
-            ms, (verdict, replicas) = timed(partial(preflight_once, spec))
-            ctx = CheckContext(matches=match_many([dict(r.selector) for r in spec.roles]))
-            own_ms, _verdict = timed(partial(preflight_only, spec, ctx))
+        for index, spec in enumerate(jobs):
+            order = list(ways.items()) if (index + round_index) % 2 == 0 else (
+                list(reversed(ways.items())))
+            judged = {name: _measured(partial(func, spec), backend_cpu,
+                                      figures if round_index else None)
+                      for name, (func, figures) in order}
+            if judged["baseline"] != judged["new"]:
+                raise SystemExit(f"the two ways answer differently for {spec.name}")
             if round_index == 0:
-                continue
-            whole.append(ms)
-            own.append(own_ms)
-            verdicts[verdict] = verdicts.get(verdict, 0) + 1
-            workers += replicas
-    print(f"pre-flight: {len(jobs)} 3-role jobs x {rounds} rounds, "
-          f"{workers / max(1, len(whole)):.0f} workers a job on average; verdicts {verdicts}")
-    print(f"pre-flight (matches + one capacity query + verdict) p50 {percentile(whole, .5):.2f} "
-          f"ms, p95 {percentile(whole, .95):.2f} ms; its own part (capacity query + verdict) "
-          f"p50 {percentile(own, .5):.2f} ms, p95 {percentile(own, .95):.2f} ms "
-          f"(target p95 < 25 ms)")
+                continue  # warm-up round
+            body = judged["new"].body
+            verdicts[body["verdict"]] = verdicts.get(body["verdict"], 0) + 1
+            workers += sum(r["replicas"] for r in body["roles"])
+    load_after = os.getloadavg()
+    print(f"pre-flight: {len(jobs)} 3-role jobs x {rounds} rounds (after one warm-up round), "
+          f"{workers / max(1, rounds * len(jobs)):.0f} workers a job on average; verdicts "
+          f"{verdicts}; both ways answered the same for every job")
+    print("pre-flight with its matches (what a wizard step-2/4 request reads, then the "
+          "verdict), target p95 < 25 ms:")
+    for name, (_func, figures) in ways.items():
+        print("  " + figures.line(name))
+    new_p95 = percentile(ways["new"][1].wall, .95)
+    print(f"  load average before {'/'.join(f'{x:.1f}' for x in load_before)}, after "
+          f"{'/'.join(f'{x:.1f}' for x in load_after)} ({os.cpu_count()} CPUs); target "
+          f"{'met' if new_p95 < 25 else 'NOT met'} (new p95 {new_p95:.2f} ms)")
 
 
 def selector_mix(document: dict[str, Any]) -> list[tuple[str, dict[str, str]]]:

@@ -67,8 +67,9 @@ JOIN clusters_cluster c ON c.id = l.cluster_id
 """
 
 
-class _DeviceParser:
-    """Allocatable device JSON repeats across nodes: parse each distinct text once per query."""
+class DeviceParser:
+    """Allocatable device JSON repeats across nodes: parse each distinct text once per query
+    (as `MatchedNode.devices`: sorted pairs, unreported amounts left out)."""
 
     def __init__(self) -> None:
         self._seen: dict[str, tuple[tuple[str, int], ...]] = {}
@@ -84,7 +85,7 @@ class _DeviceParser:
 
 
 def _fetch_nodes(condition_json: str) -> tuple[MatchedNode, ...]:
-    devices = _DeviceParser()
+    devices = DeviceParser()
     with connection.cursor() as cursor:
         cursor.execute(_NODES_SQL, [condition_json])
         rows = cursor.fetchall()
@@ -117,15 +118,27 @@ def match_selector(selector: Mapping[str, str]) -> SelectorMatch:
     if not selector:
         return SelectorMatch(nodes=())
     conditions = sorted(selector.items())
-    if len(conditions) == 1:  # its only condition reaches exactly the clusters of its matches
-        nodes = _fetch_nodes(json.dumps(dict(conditions)))
-        return SelectorMatch(
-            nodes=nodes, condition_clusters=((conditions[0], frozenset(n.cluster for n in nodes)),)
-        )
+    if len(conditions) == 1:
+        return assembled_match(conditions, _fetch_nodes(json.dumps(dict(conditions))), ())
     condition_clusters = _fetch_condition_clusters(conditions)
     candidates = frozenset.intersection(*(clusters for _, clusters in condition_clusters))
     nodes = _fetch_nodes(json.dumps(dict(conditions))) if candidates else ()
-    return SelectorMatch(nodes=nodes, condition_clusters=condition_clusters)
+    return assembled_match(conditions, nodes, condition_clusters)
+
+
+def assembled_match(conditions: Sequence[tuple[str, str]], nodes: tuple[MatchedNode, ...],
+                    reached: ConditionClusters) -> SelectorMatch:
+    """The `SelectorMatch` of a selector's sorted `conditions` from its matched `nodes` (in
+    (cluster, node) code-point order) and, for two or more conditions, the clusters each
+    single condition reaches (`reached`, read from `ClusterLabel`; a condition missing from it
+    reaches none). One condition reaches exactly the clusters of its matches."""
+    if len(conditions) == 1:
+        return SelectorMatch(
+            nodes=nodes, condition_clusters=((conditions[0], frozenset(n.cluster for n in nodes)),)
+        )
+    found = dict(reached)
+    return SelectorMatch(nodes=nodes, condition_clusters=tuple(
+        (cond, found.get(cond, frozenset())) for cond in conditions))
 
 
 def condition_clusters(selector: Mapping[str, str]) -> ConditionClusters:
@@ -259,7 +272,7 @@ class _ClusterGroups:
 def _match_groups(condition_json: str) -> tuple[dict[str, _ClusterGroups], dict[str, int], int]:
     """(per cluster: counts and GPU minimum; the devices every match reports with their
     minima; the number of matches), from the grouped matches (one query)."""
-    devices = _DeviceParser()
+    devices = DeviceParser()
     clusters: dict[str, _ClusterGroups] = {}
     reported: dict[str, list[int]] = {}  # device -> [matches reporting it, smallest]
     with connection.cursor() as cursor:

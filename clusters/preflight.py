@@ -215,6 +215,17 @@ def _shown(shortfall: Shortfall) -> dict[str, str]:
     return {k: v for k, v in shortfall.as_dict().items() if k != "cluster"}
 
 
+_NEVER_COUNTED = ClusterOccupancy()
+
+
+def _named(shortfall: Shortfall, cluster: str, node: str) -> Shortfall:
+    """`shortfall` (judged on a node of the same capacity) as the shortfall of `node`."""
+    if (shortfall.cluster, shortfall.node) == (cluster, node):
+        return shortfall
+    return Shortfall(cluster, node, shortfall.resource, shortfall.free, shortfall.allocatable,
+                     shortfall.needed)
+
+
 def role_preflight(
     role: str | None,
     nodes: Sequence[tuple[str, str]],
@@ -223,16 +234,23 @@ def role_preflight(
     occupancy: Mapping[str, ClusterOccupancy],
 ) -> RolePreflight:
     """The pre-flight of one role whose workers go to `nodes` ((cluster, node) pairs, one
-    worker each), with each node's capacity and each cluster's occupancy state."""
+    worker each), with each node's capacity and each cluster's occupancy state.
+
+    Nodes that share one `NodeCapacity` object (as `matches_capacity` reads them: a fleet
+    repeats a few shapes) are judged once; the shortfalls listed name their own node."""
     fits_now = fits_ever = 0
     short: list[Shortfall] = []
     short_count = 0
     states: set[str] = set()
     unknown_clusters: dict[str, None] = {}
+    judged: dict[tuple[int, bool], NodeFit] = {}  # by the capacity's identity: it stays alive
     for cluster, node in nodes:
-        state = occupancy.get(cluster, ClusterOccupancy())
-        fit = node_fit(capacities.get((cluster, node)), needs, cluster=cluster, node=node,
-                       usable=state.usable)
+        usable = occupancy.get(cluster, _NEVER_COUNTED).usable
+        capacity = capacities.get((cluster, node))
+        fit = judged.get((id(capacity), usable))
+        if fit is None:
+            fit = judged[(id(capacity), usable)] = node_fit(capacity, needs, cluster=cluster,
+                                                            node=node, usable=usable)
         states.add(fit.state)
         fits_now += fit.state == "fits"
         fits_ever += fit.state in ("fits", "short") or (fit.state == "unknown"
@@ -241,7 +259,8 @@ def role_preflight(
             unknown_clusters[cluster] = None
         if fit.state in ("short", "never"):
             short_count += len(fit.short)
-            short.extend(fit.short[:max(0, SHORT_LISTED_MAX - len(short))])
+            short.extend(_named(s, cluster, node)
+                         for s in fit.short[:max(0, SHORT_LISTED_MAX - len(short))])
     if not nodes or "never" in states:
         verdict = NEVER_FITS
     elif "short" in states:
@@ -252,7 +271,7 @@ def role_preflight(
         verdict = FITS_NOW
     if verdict == NEVER_FITS:
         short = [s for s in short if s.never]
-    as_of = min((occupancy[c].as_of for c, _n in nodes
+    as_of = min((occupancy[c].as_of for c in {c for c, _n in nodes}
                  if c in occupancy and occupancy[c].as_of), default="")
     return RolePreflight(role=role, verdict=verdict, replicas=len(nodes), fits_now=fits_now,
                          fits_ever=fits_ever, short=tuple(short), short_count=short_count,

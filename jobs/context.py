@@ -6,10 +6,10 @@ The wizard, the API and submission all call `evaluate(job)` (or `spec_from_job` 
 `check_context_for` loads everything in a fixed number of queries: the SSH keys, the
 clusters, the team's verifications, one statement for the rest (whether the name is taken,
 the launch list's images, the deployment parameters with their verifications' states, the
-network domains), one for the matched nodes' capacity and occupancy (the pre-flight,
-`clusters.inventory.selectors.matched_capacity`), plus two per distinct role selector
-(`clusters.matching`). Nothing it does
-grows with the number of jobs or nodes stored.
+network domains), and one for the roles' matches with the matched nodes' capacity and
+occupancy (`clusters.inventory.selectors.matches_capacity`: the matches and the pre-flight's
+inputs, whatever the number of roles). Nothing it does grows with the number of jobs or nodes
+stored.
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ from typing import Any
 from django.db import connection
 from django.utils.translation import gettext
 
-from clusters.inventory.selectors import ClusterInventory, cluster_inventory, matched_capacity
-from clusters.matching import match_many
+from clusters.inventory.selectors import ClusterInventory, cluster_inventory, matches_capacity
 from clusters.verifications.selectors import verification_views, verification_views_by_team
 from jobs.core.findings import check, has_errors, parameters_check
 from jobs.core.parameters import record_content
@@ -36,7 +35,6 @@ from jobs.core.spec import (
     ParametersView,
     ResourcePair,
     RoleSpec,
-    SelectorMatch,
     VerificationView,
     selector_key,
 )
@@ -307,11 +305,6 @@ def _verification_pairs(spec: JobSpec) -> list[VerificationKey]:
     return list(pairs)
 
 
-def _matches(spec: JobSpec) -> dict[SelectorKey, SelectorMatch]:
-    selectors = [s for role in spec.roles if (s := _usable_selector(role))]
-    return match_many(selectors)
-
-
 def check_context_for(
     spec: JobSpec,
     *,
@@ -334,12 +327,12 @@ def check_context_for(
         inventory = cluster_inventory_of(spec)
     _lines, unknown = _resolve_ssh_keys([_text(n) for n in ssh_key_names], team_keys)
     world = _read_world(spec, exclude_job_id=exclude_job_id)
-    capacity = matched_capacity(_usable_selector(role) for role in spec.roles)
+    read = matches_capacity(s for role in spec.roles if (s := _usable_selector(role)))
     return CheckContext(
         clusters=cluster_facts(inventory),
-        matches=_matches(spec),
-        capacity=capacity.nodes,
-        occupancy=capacity.occupancy,
+        matches=dict(read.matches),
+        capacity=read.capacity.nodes,
+        occupancy=read.capacity.occupancy,
         verifications=_verifications_for(team, _verification_pairs(spec)),
         network_domains=world.network_domains,
         taken_names=frozenset({spec.name}) if world.name_taken else frozenset(),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -27,10 +27,11 @@ from clusters.kueue import (
     format_amount,
 )
 from clusters.labels import parse_selector_text, selector_problems, unparseable_problem
+from clusters.matching import DeviceParser, assembled_match
 from clusters.models import Cluster, ClusterJob, ClusterState, KueueQueues, Node
 from clusters.podrequests import format_units
 from clusters.preflight import ClusterOccupancy, role_preflight
-from clusters.types import DEVICE_PREFIX, GPU_RESOURCE
+from clusters.types import DEVICE_PREFIX, GPU_RESOURCE, MatchedNode, SelectorMatch, selector_key
 from rlark_site.foundation.exceptions import ApplicationError, NotFoundError
 from rlark_site.foundation.findings import Finding
 from rlark_site.foundation.rawsql import jsonb
@@ -217,6 +218,115 @@ def selectors_capacity(selectors: Iterable[Mapping[str, str]]) -> SelectorsCapac
         matched[keys[row[0] - 1]].append((row[1], row[2]))
     return SelectorsCapacity(matched={k: tuple(v) for k, v in matched.items()},
                              capacity=_capacity_rows(row[1:] for row in rows))
+
+
+# What a job's check reads of the inventory, in one statement whatever its roles and nodes:
+# for each of its selectors (1-based `position`) every present node carrying all its
+# conditions, with the columns the matches and the pre-flight need (allocatable, what the
+# occupancy row says is requested, the cluster's occupancy state); and, as rows of position 0,
+# the clusters each single condition of a selector with two or more reaches (`ClusterLabel`:
+# `node` is the condition's key, `namespace` its value). Unordered: Python sorts, in
+# code-point order as `COLLATE "C"` does. The time is text (`_as_of`), not a timestamptz the
+# driver would decode in Python on every row.
+_MATCHES_CAPACITY_SQL = """
+SELECT s.position, c.name AS cluster, n.name AS node, n.namespace, n.gpu, n.devices::text,
+    n.ready, n.cpu_milli, n.memory_bytes, n.pods, o.requested::text, c.state,
+    to_char(c.occupancy_as_of AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') AS as_of
+FROM unnest(%(selectors)s::jsonb[]) WITH ORDINALITY AS s(selector, position)
+JOIN clusters_node n ON n.labels @> s.selector AND NOT n.gone
+JOIN clusters_cluster c ON c.id = n.cluster_id
+LEFT JOIN clusters_nodeoccupancy o ON o.node_id = n.id
+UNION ALL
+SELECT 0, c.name, l.key, l.value, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM unnest(%(keys)s::text[], %(values)s::text[]) AS cond(k, v)
+JOIN clusters_clusterlabel l ON l.key = cond.k AND l.value = cond.v
+JOIN clusters_cluster c ON c.id = l.cluster_id
+"""
+
+
+@dataclass(frozen=True)
+class MatchesCapacity:
+    """A job's matches (`CheckContext.matches`: by sorted selector pairs, each selector once)
+    and the capacity of every node they hold (`CheckContext.capacity` / `.occupancy`)."""
+
+    matches: Mapping[tuple[tuple[str, str], ...], SelectorMatch]
+    capacity: MatchedCapacity
+
+
+class _CapacityDecoder:
+    """`NodeCapacity` of a node's columns, as `_capacity_rows` builds it; nodes with the same
+    allocatable and requested (a fleet repeats a few shapes) share one, which the pre-flight
+    (`clusters.preflight.role_preflight`) then judges once."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[Any, ...], NodeCapacity] = {}
+        self._devices: dict[str, dict[str, int | None]] = {}
+
+    def __call__(self, gpu: int | None, devices: str | None, cpu: int | None,
+                 memory: int | None, pods: int | None, requested: str | None) -> NodeCapacity:
+        key = (gpu, devices, cpu, memory, pods, requested)
+        found = self._seen.get(key)
+        if found is None:
+            stored = None
+            if requested is not None:
+                loaded = json.loads(requested)
+                stored = loaded if isinstance(loaded, dict) else {}
+            found = self._seen[key] = node_capacity(
+                gpu=gpu, devices=_allocatable_devices(devices, self._devices), cpu_milli=cpu,
+                memory_bytes=memory, pods=pods, requested=stored)
+        return found
+
+
+def _as_of(text: str | None) -> str:
+    """`Cluster.occupancy_as_of` as `_capacity_rows` gives it (the aware time's isoformat, in
+    UTC like the connection), from `_MATCHES_CAPACITY_SQL`'s UTC text; "" when never counted."""
+    if not text:
+        return ""
+    return datetime.fromisoformat(text).replace(tzinfo=UTC).isoformat()
+
+
+def _by_code_point(row: Sequence[Any]) -> tuple[int, str, str]:
+    return row[0], row[1], row[2]  # (position, cluster, node): `_NODES_SQL`'s order
+
+
+def matches_capacity(selectors: Iterable[Mapping[str, str]]) -> MatchesCapacity:
+    """`clusters.matching.match_many(selectors)` and `matched_capacity(selectors)`, the same
+    answers, in one query (`_MATCHES_CAPACITY_SQL`): what a job's check reads of the
+    inventory for its matches and its pre-flight. An empty selector matches nothing."""
+    keys = list({selector_key(dict(s)): None for s in selectors})
+    wanted = [k for k in keys if k]
+    matches = {k: SelectorMatch(nodes=()) for k in keys if not k}
+    if not wanted:
+        return MatchesCapacity(matches=matches, capacity=MatchedCapacity(nodes={}, occupancy={}))
+    labelled = sorted({cond for k in wanted if len(k) > 1 for cond in k})
+    with connection.cursor() as cursor:
+        cursor.execute(_MATCHES_CAPACITY_SQL, {
+            "selectors": [json.dumps(dict(k)) for k in wanted],
+            "keys": [k for k, _v in labelled], "values": [v for _k, v in labelled]})
+        rows = sorted(cursor.fetchall(), key=_by_code_point)
+    reached: dict[tuple[str, str], set[str]] = {}
+    found: list[list[MatchedNode]] = [[] for _k in wanted]
+    capacity: dict[tuple[str, str], NodeCapacity] = {}
+    occupancy: dict[str, ClusterOccupancy] = {}
+    matched_devices, decoded_capacity = DeviceParser(), _CapacityDecoder()
+    for (position, cluster, node, namespace, gpu, devices, ready, cpu, memory, pods,
+         requested, state, as_of) in rows:
+        if position == 0:  # a condition (key `node`, value `namespace`) reaching `cluster`
+            reached.setdefault((node, namespace), set()).add(cluster)
+            continue
+        found[position - 1].append(MatchedNode(cluster, node, namespace, gpu,
+                                               matched_devices(devices), ready))
+        if (cluster, node) not in capacity:
+            capacity[(cluster, node)] = decoded_capacity(gpu, devices, cpu, memory, pods,
+                                                         requested)
+        if cluster not in occupancy:
+            occupancy[cluster] = ClusterOccupancy(
+                as_of=_as_of(as_of), stale=state in (ClusterState.STALE, ClusterState.DISABLED))
+    conditions = tuple((cond, frozenset(clusters)) for cond, clusters in reached.items())
+    for key, nodes in zip(wanted, found, strict=True):
+        matches[key] = assembled_match(key, tuple(nodes), conditions)
+    return MatchesCapacity(matches={k: matches[k] for k in keys},
+                           capacity=MatchedCapacity(nodes=capacity, occupancy=occupancy))
 
 
 def selector_preflight(selector: Mapping[str, str], needs: Mapping[str, int]) -> dict[str, Any]:

@@ -94,6 +94,18 @@ def test_role_verdicts_and_counts() -> None:
     assert role_preflight("Actor", [], caps, {"pods": 1}, occ).verdict == NEVER_FITS
 
 
+def test_nodes_sharing_one_capacity_are_judged_alike_and_named_each() -> None:
+    shared, other = _node({GPU: "4"}), _node({GPU: "4"})
+    nodes = [("a", "n1"), ("b", "n2"), ("a", "n3")]
+    caps = {("a", "n1"): shared, ("b", "n2"): shared, ("a", "n3"): other}
+    occ = {"a": NOW, "b": ClusterOccupancy(as_of=NOW.as_of, stale=True)}
+    result = role_preflight("Rollout", nodes, caps, {GPU: 8, "pods": 1}, occ)
+    assert (result.verdict, result.fits_now, result.fits_ever, result.short_count) == (
+        WILL_QUEUE, 0, 3, 2)
+    assert [(s.cluster, s.node) for s in result.short] == [("a", "n1"), ("a", "n3")]
+    assert result.unknown_clusters == ("b",)  # the same capacity, on a stale cluster
+
+
 def test_job_verdict_is_the_worst_role() -> None:
     assert job_verdict([FITS_NOW, FITS_NOW]) == FITS_NOW
     assert job_verdict([FITS_NOW, UNKNOWN]) == UNKNOWN
