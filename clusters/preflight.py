@@ -215,9 +215,6 @@ def _shown(shortfall: Shortfall) -> dict[str, str]:
     return {k: v for k, v in shortfall.as_dict().items() if k != "cluster"}
 
 
-_NEVER_COUNTED = ClusterOccupancy()
-
-
 def _named(shortfall: Shortfall, cluster: str, node: str) -> Shortfall:
     """`shortfall` (judged on a node of the same capacity) as the shortfall of `node`."""
     if (shortfall.cluster, shortfall.node) == (cluster, node):
@@ -244,8 +241,9 @@ def role_preflight(
     states: set[str] = set()
     unknown_clusters: dict[str, None] = {}
     judged: dict[tuple[int, bool], NodeFit] = {}  # by the capacity's identity: it stays alive
+    usable_of = {cluster: state.usable for cluster, state in occupancy.items()}
     for cluster, node in nodes:
-        usable = occupancy.get(cluster, _NEVER_COUNTED).usable
+        usable = usable_of.get(cluster, False)  # a cluster without a state was never counted
         capacity = capacities.get((cluster, node))
         fit = judged.get((id(capacity), usable))
         if fit is None:

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
+from operator import itemgetter
 from typing import Any
 
 from django.db import connection
@@ -244,6 +245,10 @@ JOIN clusters_cluster c ON c.id = l.cluster_id
 """
 
 
+# (position, cluster, node): `clusters.matching`'s order of each selector's matches.
+_POSITION_CLUSTER_NODE = itemgetter(0, 1, 2)
+
+
 @dataclass(frozen=True)
 class MatchesCapacity:
     """A job's matches (`CheckContext.matches`: by sorted selector pairs, each selector once)
@@ -285,10 +290,6 @@ def _as_of(text: str | None) -> str:
     return datetime.fromisoformat(text).replace(tzinfo=UTC).isoformat()
 
 
-def _by_code_point(row: Sequence[Any]) -> tuple[int, str, str]:
-    return row[0], row[1], row[2]  # (position, cluster, node): `_NODES_SQL`'s order
-
-
 def matches_capacity(selectors: Iterable[Mapping[str, str]]) -> MatchesCapacity:
     """`clusters.matching.match_many(selectors)` and `matched_capacity(selectors)`, the same
     answers, in one query (`_MATCHES_CAPACITY_SQL`): what a job's check reads of the
@@ -303,7 +304,7 @@ def matches_capacity(selectors: Iterable[Mapping[str, str]]) -> MatchesCapacity:
         cursor.execute(_MATCHES_CAPACITY_SQL, {
             "selectors": [json.dumps(dict(k)) for k in wanted],
             "keys": [k for k, _v in labelled], "values": [v for _k, v in labelled]})
-        rows = sorted(cursor.fetchall(), key=_by_code_point)
+        rows = sorted(cursor.fetchall(), key=_POSITION_CLUSTER_NODE)
     reached: dict[tuple[str, str], set[str]] = {}
     found: list[list[MatchedNode]] = [[] for _k in wanted]
     capacity: dict[tuple[str, str], NodeCapacity] = {}
