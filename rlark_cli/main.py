@@ -1011,16 +1011,21 @@ def sweep(state: State, path: str, grids: tuple[str, ...], submit_all: bool, dry
 @cli.command(epilog=example("""
 rlark match --cluster gpu-a rlinf.io/pool=a100-a
 rlark match --cluster gpu-a rlinf.io/pool=a100-a --gpus 8 -o json
+rlark match --cluster gpu-a rlinf.io/pool=a100-a --gpus 8 --need cpu=16 --need memory=64Gi
 """))
 @click.option("--cluster", required=True, metavar="C", help="The cluster the role runs on.")
 @click.argument("conditions", nargs=-1, required=True, metavar="KEY=VALUE...")
 @click.option("--gpus", type=click.IntRange(0), metavar="N", help="GPUs per worker the role "
               "needs (sent to the server as the role's needs).")
+@click.option("--need", "need_args", multiple=True, metavar="RESOURCE=QUANTITY",
+              help="Another need of one worker (repeatable): cpu=16, memory=64Gi, "
+              "rlinf.io/rdma=1, pods=1; checked by the server.")
 @output_option
 @pass_state
 def match(state: State, cluster: str, conditions: tuple[str, ...], gpus: int | None,
-          fmt: str) -> int:
-    """The global matches of a label selector, judged against the chosen cluster."""
+          need_args: tuple[str, ...], fmt: str) -> int:
+    """The global matches of a label selector, judged against the chosen cluster; with
+    --gpus or --need, how many matched nodes hold one worker now and ever (SPEC 15)."""
     from rlark_cli import output
 
     selector = []
@@ -1030,8 +1035,16 @@ def match(state: State, cluster: str, conditions: tuple[str, ...], gpus: int | N
             raise click.UsageError(f"{condition!r} is not KEY=VALUE")
         selector.append([key, value])
     body: dict[str, Any] = {"cluster": cluster, "selector": selector}
+    needs: dict[str, Any] = {}
+    for need in need_args:
+        resource, sep, quantity = need.partition("=")
+        if not sep or not resource.strip() or not quantity.strip():
+            raise click.UsageError(f"--need {need!r} is not RESOURCE=QUANTITY")
+        needs[resource.strip()] = quantity.strip()
     if gpus is not None:
-        body["needs"] = {"nvidia.com/gpu": gpus}
+        needs["nvidia.com/gpu"] = gpus
+    if needs:
+        body["needs"] = needs
     data = state.client().request("POST", "selector-matches/", json_body=body).data
 
     def table(d: dict[str, Any]) -> str:
