@@ -450,6 +450,36 @@ def gpu_text(gpu: dict[str, Any] | None) -> str:
     return text
 
 
+def run_items(run: dict[str, Any]) -> list[tuple[str, Any]]:
+    """SPEC 16's blocks of a run as `key: value` lines, the same in `status` (job detail) and
+    `record` (run record), which both answer them: progress, a stall, the cause, GPU activity
+    and GPU-hours; nothing for a block the server left empty."""
+    items: list[tuple[str, Any]] = []
+    progress = run.get("progress") or {}
+    if progress.get("step") is not None:
+        total = f"/{progress['total']}" if progress.get("total") else ""
+        rate = progress.get("steps_per_hour")
+        text = f"step {progress['step']}{total}"
+        if rate:
+            text += f", {rate:.0f} steps/h"
+        if progress.get("eta"):
+            text += f", ETA {progress['eta']}"
+        items.append(("progress", text))
+    if progress.get("stalled"):
+        items.append(("stalled", f"since {progress.get('stalled_since')}"))
+    cause = run.get("cause") or {}
+    if cause.get("tag"):  # SPEC 16: the earliest evidence across every role
+        items.append(("cause", f"{cause['tag']} in {cause.get('pod') or '-'}: "
+                               f"{cause.get('evidence') or ''}".rstrip(": ")))
+    activity = gpu_text(run.get("gpu"))
+    if activity:
+        items.append(("gpu", activity))
+    hours = gpu_hours_text(run.get("gpu_hours"))
+    if hours:
+        items.append(("gpu-hours", hours))
+    return items
+
+
 def status_table(job: dict[str, Any]) -> str:
     from rlark_cli import output
     from rlark_cli.client import finding_lines
@@ -473,28 +503,7 @@ def status_table(job: dict[str, Any]) -> str:
         where = f", position {admission['position']}" if admission.get("position") else ""
         items.append(("admission", f"{admission.get('state')} in {admission.get('queue')}"
                                    f"{where}: {admission.get('message') or ''}"))
-    progress = job.get("progress") or {}
-    if progress.get("step") is not None:
-        total = f"/{progress['total']}" if progress.get("total") else ""
-        rate = progress.get("steps_per_hour")
-        text = f"step {progress['step']}{total}"
-        if rate:
-            text += f", {rate:.0f} steps/h"
-        if progress.get("eta"):
-            text += f", ETA {progress['eta']}"
-        items.append(("progress", text))
-    if progress.get("stalled"):
-        items.append(("stalled", f"since {progress.get('stalled_since')}"))
-    cause = job.get("cause") or {}
-    if cause.get("tag"):  # SPEC 16: the earliest evidence across every role
-        items.append(("cause", f"{cause['tag']} in {cause.get('pod') or '-'}: "
-                               f"{cause.get('evidence') or ''}".rstrip(": ")))
-    activity = gpu_text(job.get("gpu"))
-    if activity:
-        items.append(("gpu", activity))
-    hours = gpu_hours_text(job.get("gpu_hours"))
-    if hours:
-        items.append(("gpu-hours", hours))
+    items += run_items(job)
     findings = job.get("findings") or []
     items.append(("findings", count_findings(findings) if findings else "none"))
     text = output.pairs(items)
@@ -709,10 +718,7 @@ def record(state: State, name: str, fmt: str) -> int:
                   ("launch list", (d.get("launch_list") or {}).get("title")),
                   ("parameters", (d.get("deployment_parameters") or {}).get("title")),
                   ("status changes", len(d.get("status_history") or []))]
-        hours = gpu_hours_text(d.get("gpu_hours"))
-        if hours:
-            items.append(("gpu-hours", hours))
-        return output.pairs(items)
+        return output.pairs(items + run_items(d))
 
     output.emit(data, fmt, table)
     return errors.OK

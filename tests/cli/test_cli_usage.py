@@ -1,5 +1,5 @@
 """GPU-hours from the command line (SPEC 16 through the REST API): `rlark record` and `rlark
-status` show a run's split, `rlark usage` prints `GET usage/` (its filters, -o json|yaml, --csv)
+status` show a run's split (and its cause), `rlark usage` prints `GET usage/` (its filters, -o json|yaml, --csv)
 and its bad input, as the installed console script against gunicorn, on runs with stored
 timelines worked out by hand (tests/jobs/usage_support.py; the same runs as
 tests/jobs/test_usage_api.py)."""
@@ -36,13 +36,21 @@ def stored_runs(site: Site) -> None:
 
 
 def test_record_status_and_usage_show_the_gpu_hours(site: Site) -> None:
+    from jobs.models import RunRecord
+
     stored_runs(site)
+    RunRecord.objects.filter(job_name="stalling").update(cause={
+        "tag": "nccl_timeout", "pod": "stalling-actor-0", "at": "2026-11-02T10:30:00Z",
+        "evidence": "Watchdog caught collective operation timeout"})
     split = (f"gpu-hours: 8.0 reserved: productive {h(280)}, stalled {h(160)}, failed 0.0, "
              f"partial {h(40)}; idle not measured")
-    for command in ("record", "status"):
+    for command in ("record", "status"):  # the same SPEC 16 lines from both answers
         shown = site.run(command, "stalling")
         assert shown.code == 0, shown.err
-        assert split in " ".join(shown.out.split())  # `key: value` lines, aligned
+        text = " ".join(shown.out.split())  # `key: value` lines, aligned
+        assert split in text
+        assert ("cause: nccl_timeout in stalling-actor-0: Watchdog caught collective "
+                "operation timeout") in text
     assert site.run("record", "stalling", "-o", "json").json()["gpu_hours"]["stalled"] == h(160)
 
     table = site.run("usage", "--team", "vision-rl", *WINDOW, "--group-by", "job")
