@@ -1,7 +1,7 @@
 """GPU-hours from the command line (SPEC 16 through the REST API): `rlark record` and `rlark
-status` show a run's split (and its cause), `rlark usage` prints `GET usage/` (its filters, -o json|yaml, --csv)
-and its bad input, as the installed console script against gunicorn, on runs with stored
-timelines worked out by hand (tests/jobs/usage_support.py; the same runs as
+status` show a run's split (and its cause), `rlark usage` prints `GET usage/` (its filters,
+-o json|yaml, --csv) and its bad input, as the installed console script against gunicorn, on
+runs with stored timelines worked out by hand (tests/jobs/usage_support.py; the same runs as
 tests/jobs/test_usage_api.py)."""
 
 from __future__ import annotations
