@@ -25,6 +25,8 @@ from tests.parallel import (
     drop_template,
     heaviest_first,
     isolate_redis,
+    start_template_builder,
+    stop_template_builder,
     unique_nodeids,
 )
 from tests.query_bounds import bounded_queries
@@ -36,8 +38,14 @@ PASSWORD = "correct-horse-battery"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Under pytest-xdist every worker gets a Redis database of its own (tests/parallel.py)."""
+    """Under pytest-xdist every worker gets a Redis database of its own, and the controller
+    starts migrating the run's template database at once (tests/parallel.py)."""
     isolate_redis(os.environ.get("PYTEST_XDIST_WORKER", ""))
+    start_template_builder(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    stop_template_builder()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

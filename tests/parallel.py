@@ -19,8 +19,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
+import sys
+import uuid
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -113,39 +117,59 @@ def _run_comment(cursor: Any, name: str) -> str | None:
     return None if row is None else (row[0] or "")
 
 
+def template_name(test_database: str, worker: str = "") -> str:
+    """The run's template database: the test database's name without the worker's suffix."""
+    return f"{test_database.removesuffix(f'_{worker}') if worker else test_database}_template"
+
+
+def _build_template(connection: Any, cursor: Any, template: str, run: str, *,
+                    verbosity: int) -> None:
+    """Under the template's lock: (re)create `template` through Django's own test-database
+    creation (migrations, post-migrate receivers) unless it is already the run's, marked
+    with the run's id. Leaves `connection` closed, its TEST NAME as it was."""
+    from django.test.utils import setup_databases
+
+    if _run_comment(cursor, template) == run:
+        return
+    quote = connection.ops.quote_name
+    cursor.execute(f"DROP DATABASE IF EXISTS {quote(template)}")
+    test_settings = connection.settings_dict["TEST"]
+    given = test_settings.get("NAME")
+    test_settings["NAME"] = template
+    try:
+        setup_databases(verbosity=verbosity, interactive=False, aliases={"default"},
+                        serialized_aliases=set())
+    finally:
+        test_settings["NAME"] = given
+        connection.close()
+    cursor.execute(f"COMMENT ON DATABASE {quote(template)} IS %s", [run])
+
+
 def clone_test_database(worker: str, *, verbosity: int) -> list[tuple[Any, str, bool]]:
     """Create this worker's test database as a copy of a template migrated once per run.
 
-    The first worker to get the lock creates `<test name>_template` through Django's own
-    test-database creation (migrations, post-migrate triggers) and marks it with the run's
-    id (PYTEST_XDIST_TESTRUNUID); every worker then copies it (CREATE DATABASE ... TEMPLATE,
-    a file copy instead of running every migration again). Returns what
-    `django.test.utils.teardown_databases` takes."""
+    The template `<test name>_template` is made through Django's own test-database creation
+    (migrations, post-migrate triggers) and marked with the run's id
+    (PYTEST_XDIST_TESTRUNUID), by the controller's builder process (`start_template_builder`,
+    while the workers start and collect) or else by the first worker to get the lock; every
+    worker then copies it (CREATE DATABASE ... TEMPLATE, a file copy instead of running every
+    migration again). Returns what `django.test.utils.teardown_databases` takes."""
     from django.conf import settings
     from django.db import connections
-    from django.test.utils import setup_databases
 
     connection = connections["default"]
     creation = connection.creation
     old_name = connection.settings_dict["NAME"]
     target = creation._get_test_db_name()
-    template = f"{target.removesuffix(f'_{worker}')}_template"
+    template = template_name(target, worker)
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "") or f"pid-{os.getppid()}"
     quote = connection.ops.quote_name
     with _template_lock(connection, template) as cursor:
-        if _run_comment(cursor, template) != run:
-            cursor.execute(f"DROP DATABASE IF EXISTS {quote(template)}")
-            test_settings = connection.settings_dict["TEST"]
-            test_settings["NAME"] = template
-            try:
-                setup_databases(verbosity=verbosity, interactive=False, aliases={"default"},
-                                serialized_aliases=set())
-            finally:
-                test_settings["NAME"] = target
-                connection.close()
-                connection.settings_dict["NAME"] = old_name
-                settings.DATABASES["default"]["NAME"] = old_name
-            cursor.execute(f"COMMENT ON DATABASE {quote(template)} IS %s", [run])
+        try:
+            _build_template(connection, cursor, template, run, verbosity=verbosity)
+        finally:
+            connection.settings_dict["NAME"] = old_name
+            settings.DATABASES["default"]["NAME"] = old_name
         if verbosity >= 1:
             creation.log(f"Cloning test database {target} from {template}...")
         cursor.execute(f"DROP DATABASE IF EXISTS {quote(target)}")
@@ -157,13 +181,81 @@ def clone_test_database(worker: str, *, verbosity: int) -> list[tuple[Any, str, 
     return [(connection, old_name, True)]
 
 
+# The controller's template builder (one per run, or None).
+_builder: subprocess.Popen[bytes] | None = None
+
+
+def builds_template_early(config: pytest.Config) -> bool:
+    """Whether this process is the pytest-xdist controller of a run whose workers will clone
+    a template migrated for the run (as `django_db_setup` in tests/conftest.py decides: more
+    than one worker, no --reuse-db, migrations on)."""
+    option = config.option
+    if hasattr(config, "workerinput") or getattr(option, "dist", "no") == "no" \
+            or getattr(option, "collectonly", False):
+        return False
+    if not isinstance(getattr(option, "numprocesses", None), int) or option.numprocesses < 2:
+        return False
+    keepdb = getattr(option, "reuse_db", False) and not getattr(option, "create_db", False)
+    return not keepdb and not getattr(option, "nomigrations", False)
+
+
+def start_template_builder(config: pytest.Config) -> None:
+    """In the xdist controller: fix the run's id (`--testrunuid`, which the workers get as
+    PYTEST_XDIST_TESTRUNUID) and start a process that migrates the run's template at once, so
+    the ~50 s of migrations overlap the workers' start and collection instead of following
+    them with every worker waiting. A worker that gets the lock first builds it itself and
+    the builder finds it done; a builder that fails leaves it to the first worker (its
+    output is in test-artifacts/template-builder.log)."""
+    global _builder
+    if not builds_template_early(config):
+        return
+    if not config.option.testrunuid:
+        config.option.testrunuid = uuid.uuid4().hex
+    log_dir = Path(str(config.rootpath)) / "test-artifacts"
+    log_dir.mkdir(exist_ok=True)
+    with open(log_dir / "template-builder.log", "wb") as log:
+        _builder = subprocess.Popen(
+            [sys.executable, "-m", "tests.parallel", "build-template", config.option.testrunuid],
+            cwd=str(config.rootpath), stdout=log, stderr=subprocess.STDOUT,
+        )
+
+
+def stop_template_builder() -> None:
+    """At the controller's end: the builder is done (or stopped, if the run ended first)."""
+    global _builder
+    if _builder is None:
+        return
+    if _builder.poll() is None:
+        _builder.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            _builder.wait(timeout=30)
+    _builder = None
+
+
+def _build_template_main(run: str) -> int:
+    """`python -m tests.parallel build-template RUN`: the run's template, as a worker makes it."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rlark_site.settings")
+    import django
+
+    django.setup()
+    from django.db import connections
+    from django.test.utils import setup_test_environment
+
+    setup_test_environment()
+    connection = connections["default"]
+    template = template_name(connection.creation._get_test_db_name())
+    with _template_lock(connection, template) as cursor:
+        _build_template(connection, cursor, template, run, verbosity=1)
+    return 0
+
+
 def drop_template(worker: str) -> None:
     """Drop the run's template database (a worker still to clone would build it again)."""
     from django.db import connections
 
     connection = connections["default"]
     target = connection.creation._get_test_db_name()
-    template = f"{target.removesuffix(f'_{worker}')}_template"
+    template = template_name(target, worker)
     with _template_lock(connection, template) as cursor:
         cursor.execute(f"DROP DATABASE IF EXISTS {connection.ops.quote_name(template)}")
 
@@ -176,10 +268,12 @@ def drop_template(worker: str) -> None:
 # and the workers collect in the order below (longest processing time first): these, then the
 # browser journeys (a live server and Chromium each), then the rest as collected.
 HEAVY_MODULES = (
+    # First, and it needs no database: its worker computes while the run's template is
+    # migrated (start_template_builder) instead of waiting for it.
+    "tests/jobs/test_properties.py",  # ~140 s of hypothesis examples (engine and renderer)
     "tests/cli/test_cli_files.py",  # ~250 s (26 tests, each a live gunicorn's rows and flush)
     "tests/jobs/test_lifecycle_migration.py",  # ~70 s: a new database to jobs 0006, round trip
     "tests/jobs/test_confirmation_migration.py",  # ~60 s: a new database to jobs 0010, on to 0011
-    "tests/jobs/test_properties.py",  # ~140 s of hypothesis examples (engine and renderer)
     "tests/cli/test_cli_runs.py",  # 118 s (submissions pumped through the simulator)
     "tests/site/test_outsiders_generated.py",  # ~100 s: every route, hostile bytes
 )
@@ -221,3 +315,9 @@ def unique_nodeids(items: list[pytest.Item]) -> None:
     if shared:
         raise pytest.UsageError(f"{len(shared)} node ids are shared by several tests (pytest-"
                                 f"xdist would run one of each): {shared[:5]}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] != ["build-template"] or len(sys.argv) != 3:
+        sys.exit("usage: python -m tests.parallel build-template RUN")
+    sys.exit(_build_template_main(sys.argv[2]))

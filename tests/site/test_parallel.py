@@ -4,6 +4,8 @@ over them unless told otherwise (rlark_site/devservices.py)."""
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -93,3 +95,32 @@ def test_the_heavy_modules_exist_and_are_collected_first() -> None:
                        "tests/browser/test_b.py::test_1",
                        "tests/clusters/test_a.py::test_1", "tests/clusters/test_a.py::test_2",
                        "tests/site/test_c.py::test_1"]
+
+
+def _config(worker: bool = False, **option: Any) -> Any:
+    defaults = {"dist": "loadscope", "numprocesses": 2, "reuse_db": False, "create_db": False,
+                "nomigrations": False, "collectonly": False}
+    config = SimpleNamespace(option=SimpleNamespace(**{**defaults, **option}))
+    if worker:
+        config.workerinput = {}
+    return config
+
+
+@pytest.mark.parametrize(("config", "early"), [
+    (_config(), True),
+    (_config(reuse_db=True, create_db=True), True),
+    (_config(worker=True), False),
+    (_config(dist="no", numprocesses=None), False),
+    (_config(numprocesses=1), False),
+    (_config(reuse_db=True), False),
+    (_config(nomigrations=True), False),
+    (_config(collectonly=True), False),
+])
+def test_the_controller_builds_the_template_only_when_the_workers_will_clone_it(
+        config: Any, early: bool) -> None:
+    assert parallel.builds_template_early(config) is early
+
+
+def test_the_controller_and_the_workers_name_the_same_template() -> None:
+    assert parallel.template_name("test_rlark") == "test_rlark_template"
+    assert parallel.template_name("test_rlark_gw1", "gw1") == "test_rlark_template"
