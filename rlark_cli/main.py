@@ -328,7 +328,28 @@ def apply(state: State, path: str, dry_run: bool, fmt: str) -> int:
 
 
 JOB_COLUMNS = [("NAME", "name"), ("TEAM", "team"), ("STATE", "state"), ("STALLED", "stalled"),
+               ("PENDING", "_pending"), ("PROGRESS", "_progress"),
                ("CREATED BY", "created_by"), ("UPDATED", "updated_at")]
+PENDING_WIDTH = 40
+"""The most characters of a Pending summary a `rlark list` row shows."""
+
+
+def shorten(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[:width - 1].rstrip() + "…"
+
+
+def job_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A job list row with its table cells: PENDING is "overdue" when flagged Pending too long,
+    then the summary shortened; PROGRESS is step/total (step alone when the total is unknown)."""
+    pending = row.get("pending") or {}
+    summary = shorten(str(pending.get("summary") or ""), PENDING_WIDTH)
+    if row.get("pending_flagged"):
+        summary = f"overdue: {summary}" if summary else "overdue"
+    progress = row.get("progress") or {}
+    step, total = progress.get("step"), progress.get("total")
+    shown = None if step is None else f"{step}/{total}" if total is not None else str(step)
+    return {**row, "_pending": summary or None, "_progress": shown}
 
 
 def fetch_all(client: Any, path: str, query: dict[str, Any], limit: int | None) -> list[Any]:
@@ -373,7 +394,8 @@ def list_jobs(state: State, state_filter: str | None, cluster: str | None, mine:
     if mine:
         query["creator"] = client.request("GET", "auth/me/").data["username"]
     rows = fetch_all(client, "jobs/", query, limit)
-    output.emit(rows, fmt, lambda r: output.columns(r, JOB_COLUMNS, empty="no jobs"))
+    output.emit(rows, fmt, lambda r: output.columns([job_row(row) for row in r], JOB_COLUMNS,
+                                                    empty="no jobs"))
     return errors.OK
 
 

@@ -109,7 +109,9 @@ def job_search(user: Any, query: JobListQuery, *, team: Team | None = None) -> Q
 
 # What a row of the job list shows (JobSummarySerializer's fields), by column.
 JOB_SUMMARY_COLUMNS = ("name", "team__slug", "task_type", "wizard_step", "created_by__username",
-                       "created_at", "updated_at", "run_record__state", "run_record__submitted_at")
+                       "created_at", "updated_at", "run_record__state", "run_record__submitted_at",
+                       "run_record__pending", "run_record__pending_flagged",
+                       "run_record__progress__step", "run_record__progress__total")
 
 
 @dataclass(frozen=True)

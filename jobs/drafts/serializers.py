@@ -303,6 +303,28 @@ def _url(request: Any, name: str, *args: Any) -> str:
     return request.build_absolute_uri(path) if request is not None else path
 
 
+class PendingSummarySerializer(serializers.Serializer):
+    """The job detail's `pending`, as much as a list row shows; null when not Pending."""
+
+    since = serializers.DateTimeField(allow_null=True)
+    summary = serializers.CharField(help_text="one sentence, in the caller's language")
+
+
+class ProgressSummarySerializer(serializers.Serializer):
+    """The job detail's `progress` step and total (SPEC 16); both null before a step is read."""
+
+    step = serializers.IntegerField(allow_null=True)
+    total = serializers.IntegerField(allow_null=True)
+
+
+def pending_summary(state: str | None, facts: Any) -> dict[str, Any] | None:
+    """A list row's `pending`: the detail's `since` and `summary` (`pending_view`)."""
+    if state != JobState.PENDING:
+        return None
+    view = pending_view(facts if isinstance(facts, dict) else {})
+    return None if view is None else {"since": view["since"], "summary": view["summary"]}
+
+
 class JobSummarySerializer(serializers.ModelSerializer):
     """A job with its derived state: `draft`, or its run record's state and times."""
 
@@ -312,12 +334,30 @@ class JobSummarySerializer(serializers.ModelSerializer):
     submitted_at = serializers.DateTimeField(source="run.submitted_at", read_only=True,
                                              allow_null=True)
     stalled = serializers.SerializerMethodField()
+    pending = serializers.SerializerMethodField()
+    pending_flagged = serializers.BooleanField(
+        source="run.pending_flagged", read_only=True, default=False,
+        help_text="Pending past the deadline (the list's Pending flag; `pending=true` filters "
+                  "on it)")
+    progress = serializers.SerializerMethodField()
     url = serializers.SerializerMethodField()
 
     class Meta:
         model = Job
         fields = ["name", "team", "task_type", "state", "wizard_step", "created_by",
-                  "created_at", "updated_at", "submitted_at", "stalled", "url"]
+                  "created_at", "updated_at", "submitted_at", "stalled", "pending",
+                  "pending_flagged", "progress", "url"]
+
+    @extend_schema_field(PendingSummarySerializer(allow_null=True))
+    def get_pending(self, job: Job) -> dict[str, Any] | None:
+        run = job.run
+        return pending_summary(run.state if run is not None else None,
+                               run.pending if run is not None else None)
+
+    @extend_schema_field(ProgressSummarySerializer)
+    def get_progress(self, job: Job) -> dict[str, Any]:
+        body = progress_body(job.run)
+        return {"step": body["step"], "total": body["total"]}
 
     @extend_schema_field(OpenApiTypes.BOOL)
     def get_stalled(self, job: Job) -> bool:
@@ -372,6 +412,10 @@ def job_summary_rows(rows: Iterable[Mapping[str, Any]], *, request: Any) -> list
             "updated_at": _iso_datetime(row["updated_at"], zone),
             "submitted_at": _iso_datetime(row["run_record__submitted_at"], zone),
             "stalled": bool(row.get("stalled")),
+            "pending": pending_summary(row["run_record__state"], row["run_record__pending"]),
+            "pending_flagged": bool(row["run_record__pending_flagged"]),
+            "progress": {"step": row["run_record__progress__step"],
+                         "total": row["run_record__progress__total"]},
             "url": _job_url(template, row["name"]),
         }
         for row in rows
@@ -493,7 +537,9 @@ class JobDetailSerializer(JobSummarySerializer):
     pending = serializers.SerializerMethodField()
 
     class Meta(JobSummarySerializer.Meta):
-        fields = [*JobSummarySerializer.Meta.fields, "header_role", "roles", "network_domain",
+        fields = [*(f for f in JobSummarySerializer.Meta.fields if f not in ("pending",
+                                                                            "progress")),
+                  "header_role", "roles", "network_domain",
                   "ssh_keys", "run_script", "tensorboard_log_dir",
                   "image_compatibility_confirmed", "launch_list", "deployment_parameters",
                   "cluster", "namespace", "status_reason", "status_message", "admission",

@@ -20,7 +20,7 @@ from rest_framework.test import APIClient
 from jobs.drafts.forms import JobListForm
 from jobs.drafts.selectors import JobListQuery, job_search
 from jobs.drafts.serializers import JobSummarySerializer
-from jobs.models import Job, JobState
+from jobs.models import Job, JobState, RunProgress
 from rlark_site.foundation.tenancy.models import Team
 from tests.conftest import make_user
 from tests.jobs.records_support import run_record_for
@@ -52,7 +52,20 @@ def jobs(team: Team, owner: Any, member: Any, other_team: Team, outsider: Any) -
     failed = _job(team, owner, "failed-run", age=6)
     run_record_for(failed, state=JobState.SUBMIT_FAILED,
                    submitted_at=MOMENT - timedelta(hours=1))
+    waiting = _job(team, owner, "waiting-run", age=8)
+    run_record_for(waiting, state=JobState.PENDING, pending_flagged=True,
+                   pending_since=MOMENT - timedelta(hours=2), pending=PENDING_FACTS)
+    stepping = _job(team, member, "stepping-run", age=9)
+    RunProgress.objects.create(
+        run_record=run_record_for(stepping, state=JobState.RUNNING, submitted_at=MOMENT),
+        pod="stepping-run-head-0", step=1200, total=5000, last_step_at=MOMENT)
     _job(other_team, outsider, "theirs", age=7)
+
+
+PENDING_FACTS = {"since": "2026-03-04T03:06:07Z", "source": "scheduler", "roles": [
+    {"role": "Rollout", "workers": 4, "waiting": 2, "message": "0/3 nodes are available",
+     "short": [{"cluster": "gpu-a", "node": "a-node-03", "resource": "nvidia.com/gpu",
+                "free": "4", "allocatable": "8", "needed": "8"}]}]}
 
 
 def _expected(response: Any, user: Any, query: JobListQuery, *, offset: int = 0,
@@ -79,7 +92,7 @@ def test_each_order_answers_the_serializers_rows(
     response = api.get(JOBS, {"sort": sort})
     assert response.status_code == 200
     assert response.content == _expected(response, owner, JobListQuery(sort=sort))
-    assert len(response.json()["results"]) == 6
+    assert len(response.json()["results"]) == 8
 
 
 def test_a_page_and_filters_answer_the_serializers_rows(
@@ -112,12 +125,32 @@ def test_a_row_reads_as_documented(jobs: None, api: APIClient) -> None:
         "name": "running-run", "team": "vision-rl", "task_type": "rl", "state": "running",
         "wizard_step": 5, "created_by": "member", "created_at": "2026-02-28T05:06:03.891011Z",
         "updated_at": "2026-03-04T05:06:03.891011Z", "submitted_at": "2026-03-04T05:06:07.891011Z",
-        "stalled": False, "url": "http://testserver/api/v1/jobs/running-run/",
+        "stalled": False, "pending": None, "pending_flagged": False,
+        "progress": {"step": None, "total": None},
+        "url": "http://testserver/api/v1/jobs/running-run/",
     }
     assert rows["whole-second"]["updated_at"] == "2026-03-04T05:06:07Z"
     assert rows["odd name/ü+%~:@!$&'()*,;="]["url"] == (
         "http://testserver/api/v1/jobs/odd%20name%2F%C3%BC+%25~:@!$&'()*,;=/")
     assert "theirs" not in rows
+
+
+def test_a_row_shows_the_pending_summary_flag_and_progress(jobs: None, api: APIClient) -> None:
+    """The detail's `pending` since/summary and `progress` step/total, and the list's flag."""
+    rows = {row["name"]: row for row in api.get(JOBS).json()["results"]}
+    waiting = rows["waiting-run"]
+    assert waiting["state"] == "pending" and waiting["pending_flagged"] is True
+    assert waiting["pending"] == {
+        "since": "2026-03-04T03:06:07Z",
+        "summary": "Rollout: 2 of 4 workers wait for GPUs: a-node-03 has 4 of 8 free, 8 needed."}
+    assert waiting["progress"] == {"step": None, "total": None}
+    stepping = rows["stepping-run"]
+    assert stepping["progress"] == {"step": 1200, "total": 5000}
+    assert stepping["pending"] is None and stepping["pending_flagged"] is False
+    assert rows["queued-run"]["pending"] is None  # only a Pending run says why it waits
+    zh = {row["name"]: row for row in api.get(JOBS, HTTP_ACCEPT_LANGUAGE="zh-hans").json()[
+        "results"]}
+    assert zh["waiting-run"]["pending"]["summary"] != waiting["pending"]["summary"]
 
 
 def test_a_page_costs_three_queries(
@@ -127,10 +160,17 @@ def test_a_page_costs_three_queries(
     creators = [make_user(f"creator-{i}", team=team) for i in range(3)]
     for i in range(12):
         job = _job(team, creators[i % 3], f"job-{i:02d}", age=i)
-        if i % 2:
-            run_record_for(job, state=JobState.RUNNING, submitted_at=MOMENT)
+        if i % 4 == 1:
+            RunProgress.objects.create(pod="head-0", step=i, total=100, run_record=run_record_for(
+                job, state=JobState.RUNNING, submitted_at=MOMENT))
+        elif i % 4 == 3:
+            run_record_for(job, state=JobState.PENDING, pending=PENDING_FACTS,
+                           pending_flagged=i > 6)
     with django_assert_num_queries(3) as queries:
-        assert len(api.get(JOBS).json()["results"]) == 12
+        rows = api.get(JOBS).json()["results"]
+    assert len(rows) == 12
+    assert sum(row["pending"] is not None for row in rows) == 3
+    assert sum(row["progress"]["step"] is not None for row in rows) == 3
     (count,) = [q["sql"] for q in queries.captured_queries if "COUNT(*)" in q["sql"]]
     assert "auth_user" not in count and "jobs_runrecord" not in count  # what a row shows only
 
