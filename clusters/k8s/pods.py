@@ -7,7 +7,8 @@ typed decoder that keeps only what the request rule needs (below); `iter_pod_usa
 is the same list reduced to what occupancy counts (`PodUsage`);
 `read_pod_log` reads at most `max_bytes` of text (the rest of the answer is discarded and the
 connection closed) and is not retried: a log read is cheap to repeat by the caller and a
-retried follow would duplicate lines.
+retried follow would duplicate lines; `PodLogReader` makes the same reads of many pods of one
+cluster without the generated client's per-call work.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from datetime import datetime
 from functools import partial
 from types import MappingProxyType
 from typing import Any, NamedTuple
+from urllib.parse import quote, urlencode
 
 import msgspec
+import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
@@ -766,6 +769,9 @@ def list_events(
     return [event_info_from_object(item) for item in items]
 
 
+_LOG_PATH = "/api/v1/namespaces/{namespace}/pods/{name}/log"
+
+
 def _log_query(
     *, container: str | None, tail_lines: int | None, since_seconds: int | None,
     since_time: datetime | None, previous: bool, timestamps: bool, limit_bytes: int,
@@ -786,6 +792,75 @@ def _log_query(
     return query
 
 
+class PodLogReader:
+    """Bounded log reads of one cluster's pods, many of them (a progress pass makes one per
+    Running run, thousands a pass; safe to share between threads).
+
+    The request is what `CoreV1Api.read_namespaced_pod_log` sends, made once: the cluster's
+    `ApiClient` (`api_client_for`) serialises the headers (its user agent, the bearer token of
+    its configuration's auth settings) when the reader is built, and each read goes straight
+    to that client's urllib3 connection pool for the API server (its TLS and client
+    certificate, its keep-alive connections) with the path and query of that read, the
+    timeout built once. What is skipped is the per-call work of the generated client
+    (`param_serialize`, the pool manager parsing and re-encoding the URL, choosing the pool
+    again); the answer is read as `read_pod_log` reads it (`max_bytes`, one byte more asked
+    for to tell a cut) and failures are the gateway's `KubeError`s. A redirect is not
+    followed: it is an error answer, as every status from 300 on. Behind a proxy (the
+    configuration's, or one from the environment) each read goes through the client's proxy
+    manager with the whole URL."""
+
+    def __init__(self, credentials: Credentials, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+        api_client = api_client_for(credentials)
+        _method, url, headers, _body, _post = api_client.param_serialize(
+            method="GET", resource_path="/", header_params={"Accept": "text/plain"},
+            auth_settings=["BearerToken"])
+        host = urllib3.util.parse_url(url[:-1])  # the configuration's host, without the "/"
+        self._origin = f"{host.scheme}://{host.netloc}"
+        self._prefix = host.path or ""  # an API server behind a path (a proxy's, a gateway's)
+        self._headers = dict(headers)
+        self._safe = api_client.configuration.safe_chars_for_path_param
+        connect, read = request_timeout(timeout)
+        self._timeout = urllib3.Timeout(connect=connect, read=read)
+        manager = api_client.rest_client.pool_manager
+        self._manager = manager
+        self._pool = manager.connection_from_url(self._origin) \
+            if type(manager) is urllib3.PoolManager else None
+
+    def read(
+        self,
+        *,
+        namespace: str,
+        name: str,
+        container: str | None = None,
+        tail_lines: int | None = None,
+        since_seconds: int | None = None,
+        since_time: datetime | None = None,
+        previous: bool = False,
+        timestamps: bool = False,
+        max_bytes: int = DEFAULT_LOG_BYTES,
+    ) -> PodLog:
+        """One container's log, as `read_pod_log` answers it."""
+        query = _log_query(container=container, tail_lines=tail_lines,
+                           since_seconds=since_seconds, since_time=since_time,
+                           previous=previous, timestamps=timestamps, limit_bytes=max_bytes + 1)
+        path = _LOG_PATH.format(namespace=quote(namespace, safe=self._safe),
+                                name=quote(name, safe=self._safe))
+        # ":" as it is (RFC 3986 allows it in a query): a target without "%" is one urllib3
+        # passes through as it is, not re-encoded byte by byte
+        target = f"{self._prefix}{path}?{urlencode(query, safe=':', quote_via=quote)}"
+        return invoke(lambda: _bounded_text(self._send(target), max_bytes=max_bytes,
+                                            redirects=False))
+
+    def _send(self, target: str) -> Any:
+        if self._pool is not None:
+            return self._pool.urlopen("GET", target, headers=self._headers, retries=False,
+                                      redirect=False, timeout=self._timeout,
+                                      preload_content=False, assert_same_host=False)
+        return self._manager.urlopen("GET", self._origin + target, headers=self._headers,
+                                     retries=False, redirect=False, timeout=self._timeout,
+                                     preload_content=False)
+
+
 def read_pod_log(
     *,
     credentials: Credentials,
@@ -803,13 +878,14 @@ def read_pod_log(
     """A container's log text: the last `tail_lines` lines, since a time, or the previous
     container's; at most `max_bytes` (the server is asked for one byte more, to tell a cut;
     enforced while reading). Raises `NotFound` for a missing pod and `BadRequest` for a
-    container without a log (not started yet, or no previous container)."""
+    container without a log (not started yet, or no previous container). Many reads of one
+    cluster: `PodLogReader`."""
     api_client = api_client_for(credentials)
     query = _log_query(container=container, tail_lines=tail_lines, since_seconds=since_seconds,
                        since_time=since_time, previous=previous, timestamps=timestamps,
                        limit_bytes=max_bytes + 1)
     method, url, headers, body, post = api_client.param_serialize(
-        method="GET", resource_path="/api/v1/namespaces/{namespace}/pods/{name}/log",
+        method="GET", resource_path=_LOG_PATH,
         path_params={"namespace": namespace, "name": name}, query_params=query,
         header_params={"Accept": "text/plain"}, auth_settings=["BearerToken"],
     )
@@ -822,11 +898,13 @@ def read_pod_log(
     return invoke(call)
 
 
-def _bounded_text(raw: Any, *, max_bytes: int) -> PodLog:
+def _bounded_text(raw: Any, *, max_bytes: int, redirects: bool = True) -> PodLog:
+    """The answer's text, at most `max_bytes`; an error status raises `ApiException` (its
+    body read to 64 KiB); `redirects=False`: a 3xx too (a redirect that was not followed)."""
     data = b""
     try:
         data = raw.read(max_bytes + 1)
-        if raw.status >= 400:
+        if raw.status >= (400 if redirects else 300):
             data += raw.read(64 * 1024)
             raise ApiException(status=raw.status, reason=raw.reason, body=data)
     finally:

@@ -37,7 +37,7 @@ from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 
 from clusters.credentials import CredentialError, credentials_for
-from clusters.k8s import BadRequest, Credentials, KubeError, NotFound, PodLog, read_pod_log
+from clusters.k8s import BadRequest, Credentials, KubeError, NotFound, PodLog, PodLogReader
 from clusters.models import Cluster
 from jobs.core.progress import (
     Cursor,
@@ -63,7 +63,8 @@ from jobs.observe.causes import found_in_stamped_log, offer_causes
 from jobs.progress import conf
 from rlark_site.foundation.bulk import upsert
 
-__all__ = ["FIRST_TAIL", "ProgressReport", "clusters_with_running_runs", "read_cluster_progress",
+__all__ = ["FIRST_TAIL", "ProgressReport", "clusters_with_running_runs", "log_reader",
+           "read_cluster_progress",
            "running_since", "stall_cause"]
 
 logger = logging.getLogger(__name__)
@@ -188,21 +189,25 @@ def _credentials(cluster: str) -> Credentials | None:
         return None
 
 
-def _read_and_process(credentials: Credentials, run: _Run) -> int:
+def log_reader(credentials: Credentials) -> PodLogReader:
+    """The pass's reader of its cluster's logs (one per pass: its request made once)."""
+    return PodLogReader(credentials, timeout=conf.kube_timeout())
+
+
+def _read_and_process(logs: PodLogReader, run: _Run, max_bytes: int) -> int:
     """In a reader thread: the run's read, then its steps taken (in memory: the run's own
     objects only), so one run's matching overlaps the other reads' waits; the steps moved."""
-    _read(credentials, run)
+    _read(logs, run, max_bytes)
     return _process(run)
 
 
-def _read(credentials: Credentials, run: _Run) -> None:
+def _read(logs: PodLogReader, run: _Run, max_bytes: int) -> None:
     """One bounded read of the run's Head Task log since its cursor."""
     progress = run.progress
     try:
-        run.log = read_pod_log(
-            credentials=credentials, namespace=run.namespace, name=progress.pod,
-            since_time=progress.cursor_at, tail_lines=progress.tail_lines, timestamps=True,
-            max_bytes=conf.read_bytes(), timeout=conf.kube_timeout())
+        run.log = logs.read(
+            namespace=run.namespace, name=progress.pod, since_time=progress.cursor_at,
+            tail_lines=progress.tail_lines, timestamps=True, max_bytes=max_bytes)
     except (BadRequest, NotFound) as exc:  # not started, or gone: nothing to read yet
         run.failed = True
         _set(run, "read_error", str(exc)[:500])
@@ -398,8 +403,9 @@ def read_cluster_progress(*, cluster: str, now: datetime | None = None) -> Progr
     readable = [run for run in runs if run.progress.pod]
     unreachable = 0
     steps = 0
+    logs, max_bytes = log_reader(credentials), conf.read_bytes()
     with ThreadPoolExecutor(max_workers=conf.readers()) as pool:
-        futures = [pool.submit(_read_and_process, credentials, run) for run in readable]
+        futures = [pool.submit(_read_and_process, logs, run, max_bytes) for run in readable]
         for future in futures:
             try:
                 steps += future.result()

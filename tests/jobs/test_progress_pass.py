@@ -297,3 +297,27 @@ def test_hostile_lines_neither_slow_nor_corrupt_the_progress(
     kept = progress_of(running)
     assert (kept.step, kept.restarts) == (3, 1)
     assert [point[1] for point in kept.points] == [7, 3]
+
+
+def test_a_failed_read_is_recorded_on_its_run_and_opens_no_stall(
+        advancing: RunRecord, demo_simulator: Any) -> None:
+    pass_until(advancing, 2)
+    kept = progress_of(advancing)
+    RunProgress.objects.filter(run_record=advancing).update(pod=f"{JOB}-actor-9")
+    later = timezone.now() + timedelta(seconds=600)  # past the stall limit (60 s)
+
+    missing = read_cluster_progress(cluster=CLUSTER, now=later)
+    gone = progress_of(advancing)
+    demo_simulator.set_faults(CLUSTER, fail_next=1, fail_mode="error")
+    failing = read_cluster_progress(cluster=CLUSTER, now=later)
+    failed = progress_of(advancing)
+    demo_simulator.clear_faults(CLUSTER)
+
+    assert (missing.read, missing.unreachable, failing.read, failing.unreachable) == (0, 0, 0, 1)
+    assert gone.read_error.startswith("404 NotFound: pods") and f"{JOB}-actor-9" in gone.read_error
+    assert failed.read_error == "500 InternalError: simulated server error"
+    assert (failed.step, failed.cursor_at) == (kept.step, kept.cursor_at)
+    assert not StallEpisode.objects.filter(run_record=advancing).exists()
+    RunProgress.objects.filter(run_record=advancing).update(pod=HEAD_POD)
+    pass_until(advancing, kept.step + 1)
+    assert progress_of(advancing).read_error == ""
