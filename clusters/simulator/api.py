@@ -196,11 +196,11 @@ def read_pod_log(context: ClusterContext, request: Request, namespace: str,
     cluster = context.cluster
     cluster.require_pod_namespace(namespace)
     options = LogOptions.from_query(request.query)
-    pod = cluster.get_pod(namespace, name)
     container = options.container
-    names = [c["name"] for c in pod["status"]["containerStatuses"]]
-    if container and container not in names:
-        raise ApiError(400, f"container {container} is not valid for pod {name}")
+    if container:  # without one, pod_log finds the pod (or answers 404) itself
+        names = [c["name"] for c in cluster.get_pod(namespace, name)["status"]["containerStatuses"]]
+        if container not in names:
+            raise ApiError(400, f"container {container} is not valid for pod {name}")
     now = datetime.now(UTC)
     lines = cluster.pod_log(namespace, name, previous=options.previous,
                             since=options.since(now), tail_lines=options.tail_lines)

@@ -205,7 +205,7 @@ class LogOptions:
 
 
 def _precise_time(text: str) -> datetime:
-    moment = parse_time(text)
+    moment = parse_time(text[:19])
     fraction = text[19:-1]
     if fraction.startswith("."):
         moment += timedelta(microseconds=int((fraction[1:] + "000000")[:6]))

@@ -114,19 +114,17 @@ def pod_refs(job: Object) -> list[PodRef]:
     return refs
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_time(text: str) -> datetime:
+    """A stored RFC 3339 time to the second (a Job's startTime, read by every log request:
+    parsed once)."""
     return datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
 
 
 def format_time(moment: datetime, *, nano: bool = False) -> str:
-    if nano:  # a log's lines share their seconds: one strftime a second, not one a line
-        return f"{_second_text(moment.replace(microsecond=0))}.{moment.microsecond:06d}000Z"
+    if nano:  # every log line's stamp (moments are UTC): the C isoformat, not strftime
+        return moment.isoformat(timespec="microseconds")[:26] + "000Z"
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-@functools.lru_cache(maxsize=4096)
-def _second_text(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def main_container(template: Object) -> Object:

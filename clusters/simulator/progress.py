@@ -17,6 +17,7 @@ steps, as RLinf's `runner.save_interval` does), so the step goes down.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -135,8 +136,10 @@ def _title(title: str) -> str:
     return f"├{'─' * left} {title} {'─' * (padding - left)}┤"
 
 
-def table_lines(step: int, total: int, *, seconds: float, elapsed: float) -> list[str]:
-    """The lines RLinf's runner prints after global step `step` (1-based) of `total`."""
+@functools.lru_cache(maxsize=8192)
+def table_lines(step: int, total: int, *, seconds: float, elapsed: float) -> tuple[str, ...]:
+    """The lines RLinf's runner prints after global step `step` (1-based) of `total` (made
+    once: every read of a log since a step renders that step's table again)."""
     progress = step / total * 100
     filled = int(_BAR * progress / 100)
     bar = "█" * filled + "░" * (_BAR - filled)
@@ -146,7 +149,7 @@ def table_lines(step: int, total: int, *, seconds: float, elapsed: float) -> lis
     metrics = [f"rewards={reward:.3f}", f"response_length={280 + step % 64:.1f}",
                f"advantages_max={1.5 + (step % 7) / 10:.3f}"]
     width = (TABLE_WIDTH - 4) // 3
-    return [
+    return (
         "",
         f"╭{'─' * inner}╮",
         _title("Metric Table"),
@@ -160,7 +163,7 @@ def table_lines(step: int, total: int, *, seconds: float, elapsed: float) -> lis
         + "│",
         f"│{' ' * inner}│",
         f"╰{'─' * inner}╯",
-    ]
+    )
 
 
 LINES_PER_STEP = len(table_lines(1, 1, seconds=1.0, elapsed=0.0))
