@@ -17,19 +17,26 @@ pass is what a real pass waits for):
   cluster read `--wait` seconds after its own previous pass, so each log gained `--wait /
   --step-seconds` steps: 3 at the defaults, what a 15 s poll interval sees); then, with every
   run frozen through the simulator's control endpoint, a pass with nothing new;
-- **last 256 KiB** — the design it is measured against, kept here only: per run and pass, the
-  log's last 256 KiB (its last 2,000 lines, at most 256 KiB) and the step pattern over all of
-  it. It reads the same whether or not a step came, so it runs once (`--baseline-twice` runs
-  it again after the freeze, for its nothing-new figure).
+- **last 256 KiB** — the design it is measured against, kept here only (read through the same
+  `PodLogReader`): per run and pass, the log's last 256 KiB (its last 2,000 lines, at most
+  256 KiB) and the step pattern over all of it. It reads the same whether or not a step
+  came, so it runs once (`--baseline-twice` runs it again after the freeze, for its
+  nothing-new figure).
 - **fleet** — the same two passes (new steps `--wait` seconds after a fleet pass that brought
   every cursor up to date, and nothing new) as a deployment runs them: every cluster's pass a
   task of `--workers` worker processes (forked from this one, as Celery's prefork pool;
   default 4, the image's `RLARK_WORKER_CONCURRENCY`), the wall time from the first task given
   to the last one done.
 
-Printed per pass: wall time (sum and slowest cluster; for the fleet, the whole fleet's), log
-bytes read, requests, database queries, steps taken, and the load average when the pass ended;
-at the end the baseline and the progress pass side by side, per pass, and which figure meets
+- **before** — the pass with new steps and the one with nothing new again with each read
+  made as before `PodLogReader` (the gateway's `read_pod_log`: one generated-client call a
+  read), against the same simulator, for the figure beside the new one.
+
+Printed per pass: wall time (sum and slowest cluster; for the fleet, the whole fleet's), the
+CPU seconds of RLark's side (this process, or the fleet's worker processes task by task) and
+of the simulator process meanwhile (PostgreSQL's are neither), log bytes read, requests,
+database queries, steps taken, and the load average when the pass ended; at the end the
+baseline and the progress pass side by side, per pass, before and now, and which figure meets
 the target (under 10 s for the fleet's pass, at least 10x fewer bytes).
 """
 
@@ -41,6 +48,7 @@ import multiprocessing
 import os
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -75,15 +83,30 @@ class Figures:
     queries: int
     steps: int
     load: float
+    cpu: float  # CPU seconds of RLark's side: this process (or the fleet's workers)
+    simulator_cpu: float  # CPU seconds of the simulator process meanwhile
 
     def cells(self) -> str:
-        return (f"{self.wall:6.2f} s (slowest {self.slowest:5.2f} s) {self.bytes / 1e6:8.2f} MB "
+        return (f"{self.wall:6.2f} s (slowest {self.slowest:5.2f} s; CPU {self.cpu:5.2f} s + "
+                f"simulator {self.simulator_cpu:5.2f} s) {self.bytes / 1e6:8.2f} MB "
                 f"{self.requests:5d} req")
 
     def line(self) -> str:
-        return (f"  {self.label:<40} {self.wall:7.2f} s (slowest cluster {self.slowest:5.2f} s) "
+        return (f"  {self.label:<52} {self.wall:7.2f} s (slowest cluster {self.slowest:5.2f} s) "
+                f"CPU {self.cpu:6.2f} s, simulator CPU {self.simulator_cpu:6.2f} s, "
                 f"{self.bytes / 1e6:9.2f} MB {self.requests:6d} requests {self.queries:6d} "
                 f"queries {self.steps:6d} steps (load average {self.load:.1f})")
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user and system) a process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu() -> float:
+    times = os.times()
+    return times.user + times.system
 
 
 def jobs_state(clusters: list[dict[str, Any]], runs: int,
@@ -151,15 +174,49 @@ def write_runs(placed: list[tuple[str, str, str]], started: datetime) -> None:
 
 
 class Counted:
-    """Counts the log reads and their bytes (wraps the gateway's read_pod_log)."""
+    """Counts the log reads and their bytes: every read of the pass goes through `reader`
+    (the gateway's `PodLogReader` of the cluster, or `PerCall` for the before figure)."""
 
-    def __init__(self, call: Callable[..., Any]) -> None:
-        self.call, self.requests, self.bytes = call, 0, 0
+    def __init__(self, per_call: bool = False) -> None:
+        self.per_call, self.requests, self.bytes = per_call, 0, 0
+        self._lock = threading.Lock()
 
-    def __call__(self, **kwargs: Any) -> Any:
-        log = self.call(**kwargs)
-        self.requests += 1
-        self.bytes += len(log.text.encode(errors="replace"))
+    def reader(self, credentials: Any) -> Any:
+        from clusters.k8s import PodLogReader
+        from jobs.progress import conf
+
+        timeout = conf.kube_timeout()
+        real = PerCall(credentials, timeout) if self.per_call \
+            else PodLogReader(credentials, timeout=timeout)
+        return _Counting(real, self)
+
+    def add(self, log: Any) -> None:
+        size = len(log.text.encode(errors="replace"))
+        with self._lock:
+            self.requests += 1
+            self.bytes += size
+
+
+class PerCall:
+    """The read before `PodLogReader`: the gateway's `read_pod_log`, one generated-client call
+    each (`param_serialize`, the pool manager's URL parsing), for the before figure."""
+
+    def __init__(self, credentials: Any, timeout: float) -> None:
+        self.credentials, self.timeout = credentials, timeout
+
+    def read(self, **kwargs: Any) -> Any:
+        from clusters.k8s import read_pod_log
+
+        return read_pod_log(credentials=self.credentials, timeout=self.timeout, **kwargs)
+
+
+class _Counting:
+    def __init__(self, real: Any, counted: Counted) -> None:
+        self.real, self.counted = real, counted
+
+    def read(self, **kwargs: Any) -> Any:
+        log = self.real.read(**kwargs)
+        self.counted.add(log)
         return log
 
 
@@ -185,9 +242,9 @@ def _cluster_pass(cluster: str, counted: Counted | None) -> tuple[int, float]:
 
     from jobs.progress import reader
 
-    real = reader.read_pod_log
+    real = reader.log_reader
     if counted is not None:
-        reader.read_pod_log = counted  # type: ignore[assignment]
+        reader.log_reader = counted.reader  # type: ignore[assignment]
     try:
         started = time.perf_counter()
         if counted is None:
@@ -197,7 +254,7 @@ def _cluster_pass(cluster: str, counted: Counted | None) -> tuple[int, float]:
             steps = reader.read_cluster_progress(cluster=cluster).steps
         return steps, time.perf_counter() - started
     finally:
-        reader.read_pod_log = real  # type: ignore[assignment]
+        reader.log_reader = real  # type: ignore[assignment]
 
 
 def cadence_pass(counted: Counted, wait: float) -> tuple[int, list[float]]:
@@ -224,7 +281,10 @@ def cadence_pass(counted: Counted, wait: float) -> tuple[int, list[float]]:
             times.append(spent)
             continue
         cluster = waiting.pop(0)
+        cpu, simulator_cpu = own_cpu(), process_cpu(SIMULATOR_PID)
         _cluster_pass(cluster, None)
+        UNMEASURED_CPU[0] += own_cpu() - cpu
+        UNMEASURED_CPU[1] += process_cpu(SIMULATOR_PID) - simulator_cpu
         ended = time.monotonic()
         due.append((ended + wait, cluster, ended))
     print(f"  (new steps: each cluster read {min(gaps):.1f}-{max(gaps):.1f} s after its "
@@ -233,7 +293,8 @@ def cadence_pass(counted: Counted, wait: float) -> tuple[int, list[float]]:
 
 
 def tail_pass(counted: Counted, credentials: dict[str, Any]) -> tuple[int, list[float]]:
-    """The baseline: each run's last 256 KiB read and matched whole, every pass."""
+    """The baseline: each run's last 256 KiB read and matched whole, every pass (through
+    the same reader as the progress pass)."""
     from jobs.core.progress import compile_step_pattern
     from jobs.models import JobState, RunRecord
 
@@ -245,11 +306,11 @@ def tail_pass(counted: Counted, credentials: dict[str, Any]) -> tuple[int, list[
         by_cluster.setdefault(record.cluster, []).append(record)
     for cluster, records in by_cluster.items():
         started = time.perf_counter()
+        logs = counted.reader(credentials[cluster])
 
-        def read(record: Any, cluster: str = cluster) -> int:
-            log = counted(credentials=credentials[cluster], namespace=record.namespace,
-                          name=f"{record.job_name}-actor-0", tail_lines=2000,
-                          max_bytes=TAIL_BYTES, timeout=60.0)
+        def read(record: Any, logs: Any = logs) -> int:
+            log = logs.read(namespace=record.namespace, name=f"{record.job_name}-actor-0",
+                            tail_lines=2000, max_bytes=TAIL_BYTES)
             return sum(isinstance(pattern.last_step(line), tuple)
                        for line in log.text.splitlines())
 
@@ -259,20 +320,28 @@ def tail_pass(counted: Counted, credentials: dict[str, Any]) -> tuple[int, list[
     return steps, times
 
 
-def timed(label: str, run: Callable[[Counted], tuple[int, list[float]]]) -> Figures:
+SIMULATOR_PID = 0
+"""The simulator process's id (its CPU is read from /proc around each pass)."""
+UNMEASURED_CPU = [0.0, 0.0]
+"""CPU seconds of `cadence_pass`'s unmeasured passes and its waits (this process, simulator)."""
+
+
+def timed(label: str, run: Callable[[Counted], tuple[int, list[float]]], *,
+          per_call: bool = False) -> Figures:
     from django.db import connection
 
-    from clusters.k8s import read_pod_log
-
-    counted, queries = Counted(read_pod_log), QueryLog()
-    unmeasured = UNMEASURED.count
+    counted, queries = Counted(per_call), QueryLog()
+    unmeasured, left_out = UNMEASURED.count, list(UNMEASURED_CPU)
+    cpu, simulator_cpu = own_cpu(), process_cpu(SIMULATOR_PID)
     with connection.execute_wrapper(queries):
         steps, times = run(counted)
+    cpu, simulator_cpu = own_cpu() - cpu, process_cpu(SIMULATOR_PID) - simulator_cpu
     # The wall time is the measured passes' (summed over the clusters: passes of different
     # clusters are parallel tasks in a deployment, one after the other here).
     figures = Figures(label, sum(times), max(times, default=0.0), counted.bytes,
                       counted.requests, queries.count - (UNMEASURED.count - unmeasured), steps,
-                      os.getloadavg()[0])
+                      os.getloadavg()[0], cpu - (UNMEASURED_CPU[0] - left_out[0]),
+                      simulator_cpu - (UNMEASURED_CPU[1] - left_out[1]))
     print(figures.line(), flush=True)
     return figures
 
@@ -285,16 +354,17 @@ def _fresh_worker() -> None:
     client._cache = client._ClientCache(client._CACHE_SIZE)
 
 
-def _fleet_task(cluster: str) -> tuple[int, int, int, int, float]:
+def _fleet_task(cluster: str) -> tuple[int, int, int, int, float, float]:
     from django.db import connection
 
     from jobs.progress import reader
 
     queries = QueryLog()
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     with connection.execute_wrapper(queries):
         report = reader.read_cluster_progress(cluster=cluster)
-    return report.read, report.bytes, report.steps, queries.count, time.perf_counter() - started
+    return (report.read, report.bytes, report.steps, queries.count,
+            time.perf_counter() - started, time.process_time() - cpu)
 
 
 def fleet_pass(label: str, workers: int) -> Figures:
@@ -307,12 +377,16 @@ def fleet_pass(label: str, workers: int) -> Figures:
     connections.close_all()
     with multiprocessing.get_context("fork").Pool(workers, initializer=_fresh_worker) as pool:
         pool.map(time.sleep, [0.2] * workers, chunksize=1)  # every worker up before the clock
+        simulator_cpu = process_cpu(SIMULATOR_PID)
         started = time.perf_counter()
         results = pool.map(_fleet_task, clusters, chunksize=1)
         wall = time.perf_counter() - started
+        simulator_cpu = process_cpu(SIMULATOR_PID) - simulator_cpu
+    # CPU: the workers' own, task by task (each task's process time)
     figures = Figures(label, wall, max(r[4] for r in results), sum(r[1] for r in results),
                       sum(r[0] for r in results), sum(r[3] for r in results),
-                      sum(r[2] for r in results), os.getloadavg()[0])
+                      sum(r[2] for r in results), os.getloadavg()[0],
+                      sum(r[5] for r in results), simulator_cpu)
     print(figures.line(), flush=True)
     return figures
 
@@ -326,11 +400,12 @@ def freeze_all(handle: Any, placed: list[tuple[str, str, str]]) -> None:
         list(pool.map(freeze, placed))
 
 
-def run(arguments: argparse.Namespace) -> list[Figures]:
+def run(arguments: argparse.Namespace) -> dict[str, Figures]:
     from django.core.cache import cache
 
     from clusters.simulator.fleet import generate_fleet
 
+    global SIMULATOR_PID
     document = generate_fleet(clusters=arguments.clusters, nodes_per_cluster=4, seed=7)
     clusters = document["clusters"]
     started = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=arguments.history)
@@ -338,30 +413,33 @@ def run(arguments: argparse.Namespace) -> list[Figures]:
     with simulator(document, state, arguments.step_seconds) as handle:
         import kubernetes.client.api.core_v1_api  # noqa: F401  (first use costs seconds)
 
+        SIMULATOR_PID = handle.process.pid
         register(handle, clusters)
         write_runs(placed, started)
         cache.clear()
         credentials = {spec["name"]: handle.credentials(spec["name"]) for spec in clusters}
         print(f"set-up: {arguments.runs} Running runs, {arguments.history} s of history each "
               f"(a step every {arguments.step_seconds} s)", flush=True)
-        figures = [timed("progress, first pass (all new)", progress_pass)]
+        figures = {"first": timed("progress, first pass (all new)", progress_pass)}
         time.sleep(arguments.wait)
-        figures.append(timed("last 256 KiB, new steps", lambda c: tail_pass(c, credentials)))
-        figures.append(timed("progress, new steps",
-                             lambda c: cadence_pass(c, arguments.wait)))
+        figures["tail new"] = timed("last 256 KiB, new steps",
+                                    lambda c: tail_pass(c, credentials))
+        figures["new"] = timed("progress, new steps", lambda c: cadence_pass(c, arguments.wait))
+        figures["new before"] = timed("progress, new steps, per-call reads (before)",
+                                      lambda c: cadence_pass(c, arguments.wait), per_call=True)
         fleet = f"fleet ({arguments.workers} workers)"
         fleet_pass(f"(unmeasured: every cursor up to date), {fleet}", arguments.workers)
         time.sleep(arguments.wait)
-        figures.append(fleet_pass(f"progress, new steps, {fleet}", arguments.workers))
+        figures["fleet new"] = fleet_pass(f"progress, new steps, {fleet}", arguments.workers)
         freeze_all(handle, placed)
-        figures.append(timed("progress, nothing new (flush)", progress_pass))
-        figures.append(timed("progress, nothing new", progress_pass))
-        figures.append(fleet_pass(f"progress, nothing new, {fleet}", arguments.workers))
-        if arguments.baseline_twice:
-            figures.append(timed("last 256 KiB, nothing new",
-                                 lambda c: tail_pass(c, credentials)))
-        else:
-            figures.append(figures[1])
+        figures["flush"] = timed("progress, nothing new (flush)", progress_pass)
+        figures["same"] = timed("progress, nothing new", progress_pass)
+        figures["same before"] = timed("progress, nothing new, per-call reads (before)",
+                                       progress_pass, per_call=True)
+        figures["fleet same"] = fleet_pass(f"progress, nothing new, {fleet}", arguments.workers)
+        figures["tail same"] = timed("last 256 KiB, nothing new",
+                                     lambda c: tail_pass(c, credentials)) \
+            if arguments.baseline_twice else figures["tail new"]
     return figures
 
 
@@ -390,17 +468,24 @@ def main() -> None:
         figures = run(arguments)
     print(f"progress: {arguments.runs} Running runs on {arguments.clusters} clusters, "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
-    for figure in figures:
+    for figure in figures.values():
         print(figure.line())
-    _first, tail_new, new, fleet_new, _flush, same, fleet_same, tail_same = figures
     print()
-    print(f"  {'pass':<12} | {'last 256 KiB per run (baseline)':<44} | "
-          f"{'progress pass (incremental)':<44} | bytes")
-    for what, old, fresh in (("new steps", tail_new, new), ("nothing new", tail_same, same)):
+    print(f"  {'pass':<12} | {'last 256 KiB per run (baseline)':<78} | "
+          f"{'progress pass (incremental)':<78} | bytes")
+    for what, old, fresh in (("new steps", figures["tail new"], figures["new"]),
+                             ("nothing new", figures["tail same"], figures["same"])):
         print(f"  {what:<12} | {old.cells()} | {fresh.cells()} | "
               f"{old.bytes / max(1, fresh.bytes):5.0f}x fewer")
-    for what, old, fresh, fleet in (("new steps", tail_new, new, fleet_new),
-                                    ("nothing new", tail_same, same, fleet_same)):
+    print()
+    for what, before, now in (("new steps", figures["new before"], figures["new"]),
+                              ("nothing new", figures["same before"], figures["same"])):
+        print(f"  {what}, per-call reads (before) | {before.cells()}")
+        print(f"  {what}, PodLogReader (now)      | {now.cells()}")
+    print()
+    for what, old, fresh, fleet in (
+            ("new steps", figures["tail new"], figures["new"], figures["fleet new"]),
+            ("nothing new", figures["tail same"], figures["same"], figures["fleet same"])):
         ratio = old.bytes / max(1, fresh.bytes)
         print(f"{what}: progress pass {fresh.wall:.2f} s summed over the clusters one after "
               f"the other ({_verdict(fresh.wall, ratio)}), {fleet.wall:.2f} s for the fleet "
