@@ -811,10 +811,12 @@ class PodLogReader:
 
     def __init__(self, credentials: Credentials, *, timeout: float = DEFAULT_TIMEOUT) -> None:
         api_client = api_client_for(credentials)
+        # the headers (and the URL) the client would send for this very call: the log path
+        # as the gateway's one log endpoint, placeholders left in (the RBAC test reads it)
         _method, url, headers, _body, _post = api_client.param_serialize(
-            method="GET", resource_path="/", header_params={"Accept": "text/plain"},
+            method="GET", resource_path=_LOG_PATH, header_params={"Accept": "text/plain"},
             auth_settings=["BearerToken"])
-        host = urllib3.util.parse_url(url[:-1])  # the configuration's host, without the "/"
+        host = urllib3.util.parse_url(url.removesuffix(_LOG_PATH))  # the configuration's host
         self._origin = f"{host.scheme}://{host.netloc}"
         self._prefix = host.path or ""  # an API server behind a path (a proxy's, a gateway's)
         self._headers = dict(headers)
