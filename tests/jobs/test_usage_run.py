@@ -14,10 +14,10 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from jobs.drafts.services import job_create
-from jobs.models import GpuIdleEpisode, RunRecord
+from jobs.models import GpuIdleEpisode, JobState, RunRecord
 from rlark_site.foundation.tenancy.models import Team
 from tests.jobs.test_usage_api import WINDOW, h, runs  # noqa: F401 (runs: the fixture)
-from tests.jobs.usage_support import at
+from tests.jobs.usage_support import at, stored_run
 
 pytestmark = pytest.mark.django_db
 ApiFor = Callable[[Any], APIClient]
@@ -104,3 +104,23 @@ def test_the_run_record_and_job_pages_show_the_block(
     page = client.get(url, HTTP_ACCEPT_LANGUAGE=language).content.decode()
     assert _cells(page)["idle"] == "0.0"
 
+
+
+@pytest.mark.parametrize(("language", "words"), [
+    ("en", "No GPU-hours so far: no pod of this run has held a GPU."),
+    ("zh-hans", "暂无 GPU 小时：本次运行还没有 Pod 占用过 GPU。"),
+])
+@pytest.mark.parametrize("url", ["/jobs/records/waiting/", "/jobs/job/waiting/"])
+def test_a_run_that_never_had_a_pod_says_so_instead_of_zero_hours(
+        team: Team, owner: Any, member: Any, client: Client, api_client_for: ApiFor,
+        language: str, words: str, url: str) -> None:
+    """Submitted, still Pending, no pod yet: the API answers its zeros (nothing counted), the
+    pages say there is no usage yet instead of a table of 0.0."""
+    stored_run(team=team, user=owner, name="waiting", roles={"Actor": 8}, pods=[],
+               phases=[(0, "Pending")], state=JobState.PENDING)
+    assert _hours(api_client_for(member).get("/api/v1/run-records/waiting/").json())[
+        "reserved"] == 0.0
+    client.force_login(member)
+    page = client.get(url, HTTP_ACCEPT_LANGUAGE=language).content.decode()
+    assert 'id="run-gpu-hours"' not in page and 'data-category="reserved"' not in page
+    assert 'id="run-gpu-hours-none"' in page and words in page
