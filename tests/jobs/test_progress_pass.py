@@ -16,6 +16,7 @@ from celery import current_app
 from django.core import mail
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
 from django.utils import timezone
 
 from clusters.k8s import read_pod_log
@@ -32,6 +33,7 @@ from jobs.models import (
 from jobs.notify.services import preferences_set, webhook_set
 from jobs.progress.reader import read_cluster_progress
 from jobs.records.status import sync_submitted_jobs
+from jobs.tasks import cancel_stalled_run
 from rlark_site.foundation.tenancy.models import Team
 from tests.cache_support import OBSERVE_PREFIX, clear_prefix
 from tests.jobs.notify_support import SECRET, Receiver, signature_ok
@@ -241,8 +243,9 @@ def test_job_recovered_is_emailed_once_per_episode_with_the_run_s_cause(
 
 
 def test_a_run_stalled_too_long_is_cancelled_once_captured_first(
-        advancing: RunRecord, demo_simulator: Any,
+        advancing: RunRecord, demo_simulator: Any, owner: Any, client: Any,
         django_capture_on_commit_callbacks: Any) -> None:
+    client.force_login(owner)
     configure(advancing, cancel_after_stalled_seconds=300)
     pass_until(advancing, 2)
     demo_simulator.set_progress(CLUSTER, NAMESPACE, JOB, state="frozen")
@@ -251,6 +254,7 @@ def test_a_run_stalled_too_long_is_cancelled_once_captured_first(
     with django_capture_on_commit_callbacks(execute=True):
         read_cluster_progress(cluster=CLUSTER, now=stalled_at)
     assert RunRecord.objects.get(pk=advancing.pk).state == JobState.RUNNING
+    seen = len(demo_simulator.requests(CLUSTER))
     with django_capture_on_commit_callbacks(execute=True):
         read_cluster_progress(cluster=CLUSTER, now=stalled_at + timedelta(seconds=400))
         read_cluster_progress(cluster=CLUSTER, now=stalled_at + timedelta(seconds=500))
@@ -258,10 +262,27 @@ def test_a_run_stalled_too_long_is_cancelled_once_captured_first(
     assert record.state == JobState.CANCELLED
     change = record.status_changes.get(phase="Cancelled")
     assert change.reason == "StalledTooLong" and "no new training step" in change.message
-    assert PodAttempt.objects.filter(run_record=record, pod_name=HEAD_POD,
-                                     logs_captured=True).exists()
     episode = StallEpisode.objects.get(run_record=record)
     assert episode.end == EpisodeEnd.CANCELLED and episode.cancel_requested_at is not None
+    # Captured first: every pod's log and events read before the one DELETE of the Job.
+    calls = [(r["method"], r["path"]) for r in demo_simulator.requests(CLUSTER)[seen:]]
+    job_path = f"/apis/rlinf.io/v1alpha1/namespaces/{NAMESPACE}/jobs/{JOB}"
+    assert calls.count(("DELETE", job_path)) == 1
+    deleted = calls.index(("DELETE", job_path))
+    kept = PodAttempt.objects.filter(run_record=record, capture_reason="cancelled")
+    assert kept.filter(pod_name=HEAD_POD, logs_captured=True).exists() and kept.count() >= 2
+    captured = [i for i, (method, path) in enumerate(calls) if method == "GET"
+                and any(path.endswith(f"/pods/{a.pod_name}/log") for a in kept)]
+    assert len(captured) >= kept.count() and max(captured) < deleted
+    # Once: the task delivered again (acks_late) and later passes change nothing.
+    assert cancel_stalled_run.apply(args=[episode.pk]).get() is False
+    with django_capture_on_commit_callbacks(execute=True):
+        read_cluster_progress(cluster=CLUSTER, now=stalled_at + timedelta(seconds=900))
+    assert record.status_changes.filter(phase="Cancelled").count() == 1
+    assert StallEpisode.objects.filter(run_record=record).count() == 1
+    # And says so, on the job page's status history.
+    page = client.get(reverse("jobs:job-detail", args=[JOB])).content.decode()
+    assert "StalledTooLong" in page and "Cancelled by RLark: no new training step" in page
 
 
 def test_hostile_lines_neither_slow_nor_corrupt_the_progress(
