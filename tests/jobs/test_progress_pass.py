@@ -342,3 +342,26 @@ def test_a_failed_read_is_recorded_on_its_run_and_opens_no_stall(
     RunProgress.objects.filter(run_record=advancing).update(pod=HEAD_POD)
     pass_until(advancing, kept.step + 1)
     assert progress_of(advancing).read_error == ""
+
+
+def test_viewers_read_what_the_pass_stored_and_never_the_log(
+        advancing: RunRecord, demo_simulator: Any, owner: Any, client: Any,
+        api_client_for: Any) -> None:
+    """SPEC 16: logs are read per cluster pass, never per viewer. Pages and API answers of the
+    run, asked many times, send no log read to the cluster (and their step is the pass's)."""
+    pass_until(advancing, 2)
+    stored = progress_of(advancing).step
+    client.force_login(owner)
+    api = api_client_for(owner)
+    seen = len(demo_simulator.requests(CLUSTER))
+    for _ in range(3):
+        fragment = client.get(reverse("jobs:run-record-progress", args=[JOB]))
+        assert fragment.status_code == 200 and f'data-step="{stored}"' in fragment.content.decode()
+        assert client.get(reverse("jobs:job-detail", args=[JOB])).status_code == 200
+        assert client.get(reverse("jobs:run-record", args=[JOB])).status_code == 200
+        assert api.get(f"/api/v1/jobs/{JOB}/").json()["progress"]["step"] == stored
+        assert api.get(f"/api/v1/run-records/{JOB}/").json()["progress"]["step"] == stored
+        assert api.get("/api/v1/jobs/?stalled=1").status_code == 200
+    reads = [r["path"] for r in demo_simulator.requests(CLUSTER)[seen:]
+             if r["path"].endswith("/log")]
+    assert reads == []
