@@ -18,6 +18,7 @@ import pytest
 from celery import current_app
 from django.core import mail
 from django.test import Client
+from django.urls import reverse
 
 from clusters.simulator.testing import InProcessSimulator, run_simulator
 from jobs.gpu.reader import observe_cluster_gpus
@@ -224,7 +225,7 @@ def test_exported_pod_is_read_when_honor_labels_is_off(
 
 def test_one_query_per_cluster_per_pass_whatever_the_number_of_runs(
         watched: RunRecord, demo_simulator: InProcessSimulator, team: Team, owner: Any,
-        admin_user: Any, prometheus: Prometheus,
+        admin_user: Any, prometheus: Prometheus, api_client_for: Any,
         django_capture_on_commit_callbacks: Any) -> None:
     job = submittable_job(team=team, owner=owner, admin=admin_user, name="grpo-run")
     with django_capture_on_commit_callbacks(execute=False):
@@ -238,6 +239,18 @@ def test_one_query_per_cluster_per_pass_whatever_the_number_of_runs(
         sync_submitted_jobs()
     assert prometheus.queries_answered() - before == 4
     assert gpu_of(second) is not None and gpu_of(watched) is not None
+    # Viewers read what the pass stored: pages and API answers ask Prometheus nothing.
+    asked = prometheus.queries_answered()
+    web = Client()
+    web.force_login(owner)
+    api = api_client_for(owner)
+    for name in (watched.job_name, "grpo-run"):
+        assert web.get(reverse("jobs:job-detail", args=[name])).status_code == 200
+        assert web.get(reverse("jobs:run-record", args=[name])).status_code == 200
+        assert web.get(reverse("jobs:run-record-progress", args=[name])).status_code == 200
+        assert api.get(f"/api/v1/jobs/{name}/").json()["gpu"] is not None
+        assert api.get(f"/api/v1/run-records/{name}/").json()["gpu"] is not None
+    assert prometheus.queries_answered() == asked
 
 
 class _Fake:
