@@ -6,7 +6,6 @@ import copy
 import secrets
 import string
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from clusters.labels import is_dns_subdomain
@@ -16,6 +15,7 @@ from clusters.simulator.objects import (
     JOB_GROUP,
     JOB_KIND,
     ApiError,
+    clock_now,
     encoded_list,
     job_details,
     list_object,
@@ -201,7 +201,7 @@ def read_pod_log(context: ClusterContext, request: Request, namespace: str,
         names = [c["name"] for c in cluster.get_pod(namespace, name)["status"]["containerStatuses"]]
         if container not in names:
             raise ApiError(400, f"container {container} is not valid for pod {name}")
-    now = datetime.now(UTC)
+    now = clock_now()
     lines = cluster.pod_log(namespace, name, previous=options.previous,
                             since=options.since(now), tail_lines=options.tail_lines)
     text = options.render(lines, now=now)
@@ -215,7 +215,7 @@ def read_pod_log(context: ClusterContext, request: Request, namespace: str,
         fresh = [(moment, line) for moment, line in current if moment > sent]
         if fresh:
             sent = fresh[-1][0]
-        return options.render(fresh, now=datetime.now(UTC), tail=False)
+        return options.render(fresh, now=clock_now(), tail=False)
 
     return Response(200, text, stream=(more, _LOG_FOLLOW_SECONDS))
 

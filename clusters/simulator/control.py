@@ -26,7 +26,13 @@ from clusters.simulator.fleet import (
 from clusters.simulator.gpumetrics import GPU_SCHEMA
 from clusters.simulator.kueue import DEACTIVATION_CAUSES
 from clusters.simulator.kueuespec import KUEUE_SCHEMA, kueue_problems, kueue_spec_from_dict
-from clusters.simulator.objects import ApiError, now_timestamp, stable_uid
+from clusters.simulator.objects import (
+    ApiError,
+    clock_offset,
+    now_timestamp,
+    set_clock_offset,
+    stable_uid,
+)
 from clusters.simulator.pods import POD_PHASES, ContainerEnd, Disruption, PodOverride
 from clusters.simulator.routing import Request, Response, Router
 from clusters.simulator.scheduler import fit_refusal, node_allocatable
@@ -518,6 +524,26 @@ def activate_workload(simulator: Simulator, request: Request, cluster: str, name
     return Response(200, state.activate_workload(namespace, name))
 
 
+_CLOCK_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["offset_seconds"],
+    "properties": {"offset_seconds": {"type": "number", "minimum": -86400 * 366,
+                                      "maximum": 86400 * 366}},
+}
+
+
+def get_clock(simulator: Simulator, request: Request) -> Response:
+    return Response(200, {"offset_seconds": clock_offset(), "now": now_timestamp()})
+
+
+def put_clock(simulator: Simulator, request: Request) -> Response:
+    """The simulator's clock: the real time plus `offset_seconds` from now on (a test knob)."""
+    _require(_CLOCK_SCHEMA, request.json())
+    set_clock_offset(float(request.json()["offset_seconds"]))
+    return get_clock(simulator, request)
+
+
 def tick(simulator: Simulator, request: Request) -> Response:
     return Response(200, {"changed": simulator.tick()})
 
@@ -553,6 +579,8 @@ def build_router() -> Router:
     router.add("DELETE", _CLUSTER + "/kueue", remove_kueue)
     router.add("POST", _WORKLOAD + "/evict", evict_workload)
     router.add("POST", _WORKLOAD + "/activate", activate_workload)
+    router.add("GET", "/clock", get_clock)
+    router.add("PUT", "/clock", put_clock)
     router.add("POST", "/tick", tick)
     router.add("POST", "/reset", reset)
     return router

@@ -11,6 +11,7 @@ from typing import Any
 from clusters.simulator.controller import reconcile_cluster
 from clusters.simulator.fleet import Fleet
 from clusters.simulator.gpumetrics import render as render_gpu_metrics
+from clusters.simulator.objects import set_clock_offset
 from clusters.simulator.progress import DEFAULT_STEP_SECONDS
 from clusters.simulator.scheduler import Candidate, Usage, reserve
 from clusters.simulator.schema import JobSchema
@@ -76,7 +77,9 @@ class Simulator:
             return changed
 
     def reset(self) -> None:
-        """Every cluster back to its fleet-file nodes and faults, with no Jobs and empty logs."""
+        """Every cluster back to its fleet-file nodes and faults, with no Jobs and empty logs;
+        the clock back to the real time."""
+        set_clock_offset(0)
         for cluster in self.clusters.values():
             cluster.reset()
 

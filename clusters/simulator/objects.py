@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from clusters.simulator.fleet import NodeSpec
@@ -55,9 +55,31 @@ class ApiError(Exception):
         )
 
 
+_clock_offset = [timedelta(0)]  # the simulator's clock against the real one (process-wide)
+
+
+def clock_now() -> datetime:
+    """The simulator's current time: the real time moved by the clock offset (0 unless a test
+    set one through `/_control/clock`). Every time the simulator writes or compares (objects'
+    timestamps, pod and Job start and end, log line stamps, step clocks) is read here."""
+    return datetime.now(UTC) + _clock_offset[0]
+
+
+def clock_offset() -> float:
+    """The clock offset in seconds (negative: the simulator's clock is behind the real one)."""
+    return _clock_offset[0].total_seconds()
+
+
+def set_clock_offset(seconds: float) -> None:
+    """Move the simulator's clock to the real time plus `seconds` from now on (every cluster
+    of every simulator in this process). Moving it forward is time passing at once: what a
+    test would otherwise sleep for."""
+    _clock_offset[0] = timedelta(seconds=seconds)
+
+
 def now_timestamp() -> str:
     """The current time as Kubernetes writes it (RFC 3339, seconds, UTC)."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return clock_now().strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def stable_uid(*parts: str) -> str:

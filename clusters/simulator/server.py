@@ -25,7 +25,7 @@ from clusters.simulator.core import Simulator
 from clusters.simulator.faults import FaultAction
 from clusters.simulator.fleet import CONTROL_SEGMENT, Fleet
 from clusters.simulator.gpumetrics import CONTENT_TYPE as GPU_METRICS_TYPE
-from clusters.simulator.objects import ApiError, EncodedJSON, failure_status
+from clusters.simulator.objects import ApiError, EncodedJSON, failure_status, set_clock_offset
 from clusters.simulator.progress import DEFAULT_STEP_SECONDS
 from clusters.simulator.routing import Request, Response
 from clusters.simulator.state import ClusterState
@@ -362,6 +362,7 @@ def start_simulator(
     With `state`, the Jobs saved there (`Simulator.save_jobs`) are back before the first
     request; an unreadable file raises `StateFileError` before anything listens.
     """
+    set_clock_offset(0)  # a new simulator starts on the real time
     simulator = Simulator(fleet, crd_path=crd_path, step_seconds=step_seconds)
     if state is not None:
         simulator.load_jobs(state)

@@ -27,7 +27,7 @@ import uuid
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from clusters.podrequests import PodSpecError, Requests, pod_requests
@@ -38,6 +38,7 @@ from clusters.simulator.kueue import KueueModel, Workload
 from clusters.simulator.kueuespec import KueueSpec
 from clusters.simulator.objects import (
     ApiError,
+    clock_now,
     encode_object,
     job_details,
     node_object,
@@ -802,7 +803,7 @@ class ClusterState:
         started = parse_time(status["startTime"])
         clock.start(started + timedelta(seconds=len(start_lines(job, ref, node))))
         ended = status.get("completionTime")
-        until = parse_time(ended) if ended else datetime.now(UTC)
+        until = parse_time(ended) if ended else clock_now()
         window = None if since is None else since - timedelta(milliseconds=1)
         return timed_step_lines(clock, since=window, until=until, tail_lines=tail_lines)
 
@@ -813,7 +814,7 @@ class ClusterState:
             job = self.get_job(namespace, name)
             clock = self._clock(job)
             assert clock is not None
-            now = datetime.now(UTC)
+            now = clock_now()
             clock.set(now, frozen=frozen, seconds=seconds, total=total)
             return {"state": "frozen" if clock.frozen else "advancing",
                     "step_seconds": clock.seconds, "step": clock.step_at(now),
@@ -824,7 +825,7 @@ class ClusterState:
         job, ref, _pod = self._find_pod(namespace, pod)
         clock = self._clock(job, create=False)
         if clock is not None and self._is_head(job, ref):
-            clock.restart(datetime.now(UTC))
+            clock.restart(clock_now())
 
     def override_pod(self, namespace: str, name: str) -> tuple[Object, PodOverride]:
         """The pod's Job and its override (created on first use), under the lock."""
@@ -842,7 +843,7 @@ class ClusterState:
             target = override.previous_lines if previous else override.current_lines
             earlier = [*timed_start_lines(job, ref, pod["spec"].get("nodeName", ""),
                                           pod["status"].get("startTime")), *target]
-            moment = datetime.now(UTC)
+            moment = clock_now()
             if earlier and earlier[-1][0] >= moment:
                 moment = earlier[-1][0] + timedelta(microseconds=1)
             for offset, line in enumerate(lines):

@@ -250,6 +250,11 @@ class SimulatorHandle(ABC):
         finally:
             connection.close()
 
+    def set_clock_offset(self, seconds: float) -> str:
+        """Move the simulator's clock to the real time plus `seconds` (negative: behind it);
+        moving it forward is that much time passing at once. Returns the simulator's now."""
+        return str(self.control("PUT", "clock", {"offset_seconds": seconds})["now"])
+
     def tick(self) -> int:
         """Run one controller pass now; returns how many Jobs changed."""
         return int(self.control("POST", "tick")["changed"])

@@ -169,13 +169,14 @@ def apply_observations(observations: Mapping[int, Observation], *,
             seen = observations[record.pk]
             if getattr(record, "last_phase", None) != seen.phase:
                 history.append({"run_record_id": record.pk, "phase": seen.phase,
-                                "reason": seen.reason, "message": seen.message})
+                                "reason": seen.reason, "message": seen.message,
+                                "observed_at": now})
             changed = _apply(record, seen, now)
             if changed:
                 record.status_checked_at = now
                 updated.append(record)
                 fields.update(changed)
-        insert(StatusChange, history)  # one statement (observed_at: now, for all of them)
+        insert(StatusChange, history)  # one statement (observed_at: the pass's now, for all)
         if updated:
             RunRecord.objects.bulk_update(updated, [*sorted(fields), "status_checked_at"],
                                           batch_size=_BATCH)

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -304,6 +305,38 @@ def test_a_tick_without_changes_keeps_the_resource_version(
 
     assert sim.tick() == 0
     assert k8s.get_job(credentials=gpu_a, namespace=NS, name="big") == before
+
+
+def test_the_clock_offset_moves_every_time_the_simulator_writes(
+    sim: InProcessSimulator, gpu_a: k8s.Credentials
+) -> None:
+    """Behind by an hour: the Job's start, its pods' and their log lines' stamps are an hour
+    back; set to 0, time has moved on at once (a completion an hour after the start); a reset
+    is the real time again; an offset that is not a number is refused."""
+    assert sim.control("GET", "clock")["offset_seconds"] == 0
+    behind = sim.set_clock_offset(-3600)
+    real = datetime.now(UTC)
+    moment = datetime.strptime(behind, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    assert timedelta(seconds=3598) <= real - moment <= timedelta(seconds=3602)
+    _create(gpu_a, "ppo", task_body("actor", replicas=1, selector=POOL, head=True))
+    sim.tick()
+    started = datetime.strptime(_status(gpu_a, "ppo")["startTime"], "%Y-%m-%dT%H:%M:%SZ")
+    assert real - started.replace(tzinfo=UTC) >= timedelta(seconds=3598)
+    (pod,) = k8s.list_pods(credentials=gpu_a, namespace=NS)
+    line = k8s.read_pod_log(credentials=gpu_a, namespace=NS, name=pod.name,
+                            timestamps=True).text.splitlines()[0]
+    stamp = datetime.strptime(line[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
+    assert real - stamp >= timedelta(seconds=3590)
+    sim.set_clock_offset(0)
+    sim.set_job_phase("gpu-a", NS, "ppo", "Succeeded", reason="Done")
+    ended = datetime.strptime(_status(gpu_a, "ppo")["completionTime"], "%Y-%m-%dT%H:%M:%SZ")
+    assert ended - started >= timedelta(seconds=3598)
+    sim.set_clock_offset(120)
+    sim.reset()
+    assert sim.control("GET", "clock")["offset_seconds"] == 0
+    with pytest.raises(ControlError) as refused:
+        sim.control("PUT", "clock", {"offset_seconds": "soon"})
+    assert refused.value.code == 422
 
 
 @pytest.mark.parametrize("phase", ["Succeeded", "Failed"])

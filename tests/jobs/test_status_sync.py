@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from jobs.models import Job, JobState, RunRecord
 from jobs.records.status import sync_submitted_jobs
@@ -160,3 +162,23 @@ def test_an_unreachable_cluster_changes_nothing_and_is_counted(
     assert phases(record) == []
     sync_submitted_jobs()
     assert phases(record) == ["Pending"]
+
+
+def test_a_change_is_recorded_as_observed_at_the_pass_s_moment(
+    demo_simulator: Any,
+    team: Team,
+    owner: Any,
+    admin_user: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """A pass run for a given `now` records its changes at that moment, as its check."""
+    record = submitted(demo_simulator, team, owner, admin_user, django_capture_on_commit_callbacks)
+    earlier = timezone.now() - timedelta(minutes=5)
+    sync_submitted_jobs(now=earlier)
+    demo_simulator.tick()
+    later = timezone.now() + timedelta(minutes=5)
+    sync_submitted_jobs(now=later)
+    changes = list(record.status_changes.order_by("observed_at", "id").values_list(
+        "phase", "observed_at"))
+    assert changes == [("Pending", earlier), ("Running", later)]
+    assert run_of(record).status_checked_at == later

@@ -1,6 +1,12 @@
 """GPU-hours of a real run on the simulator over HTTP: submitted, seen Running by a status pass,
 stalled (its Head Task frozen past the stall limit, seen by the progress pass), a worker failing,
-then the Job failing; the usage API's split checked against the moments the passes stored."""
+then the Job failing; the usage API's split checked against the moments the passes stored.
+
+No waiting for the stall limit: the simulator's clock runs 64 s behind the real one from before
+the Job is created until the Head Task froze, and RLark's passes of that part run at the same
+moments (`now=`, the run submitted on that clock too); then the simulator's clock is set to the
+real one, which is 64 s passing at once for both. Every moment stored is a real answer of the
+simulator or a pass, on one timeline."""
 
 from __future__ import annotations
 
@@ -9,32 +15,61 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db.models import F
 from django.utils import timezone
 
-from jobs.models import JobState, PodAttempt, RunRecord, StallEpisode, StatusChange
+from jobs.models import (
+    JobState,
+    PodAttempt,
+    RunProgress,
+    RunRecord,
+    StallEpisode,
+    StatusChange,
+)
 from jobs.progress.reader import read_cluster_progress
 from jobs.records.status import sync_submitted_jobs
 from jobs.usage.selectors import parse_query, usage_report
 from tests.jobs.observe_support import CLUSTER, HEAD_POD, NAMESPACE
-from tests.jobs.test_progress_pass import configure, eager, pass_until, progress_of
+from tests.jobs.test_progress_pass import configure, eager, progress_of
 
 pytestmark = pytest.mark.django_db
 JOB = "ppo-run"
 __all__ = ["eager"]  # the progress tests' settings and eager Celery, used here too
+# Past the stall limit (60 s) by a few seconds: the worker fails, on whole seconds, after the
+# stall began (`last_step_at + 60 s`), with seconds of stall between.
+BEHIND = timedelta(seconds=64)
+
+
+@pytest.fixture
+def demo_simulator(demo_simulator: Any) -> Any:
+    """The demo simulator, its clock 64 s behind the real one before the Job is created."""
+    demo_simulator.set_clock_offset(-BEHIND.total_seconds())
+    return demo_simulator
+
+
+def behind() -> Any:
+    """RLark's moment on the simulator's clock while it is behind."""
+    return timezone.now() - BEHIND
 
 
 def test_submit_running_stall_fail_on_the_simulator(running: RunRecord, demo_simulator: Any,
                                                     owner: Any, api_client_for: Any) -> None:
     configure(running)
-    sync_submitted_jobs()  # seen Running: the pods are kept as attempts
+    RunRecord.objects.filter(pk=running.pk).update(submitted_at=F("submitted_at") - BEHIND)
+    sync_submitted_jobs(now=behind())  # seen Running: the pods are kept as attempts
     demo_simulator.set_progress(CLUSTER, NAMESPACE, JOB, step_seconds=0.2)
-    pass_until(running, 2)
+    deadline = time.monotonic() + 90
+    while (progress_of_step(running) or 0) < 2:
+        assert time.monotonic() < deadline, "step 2 was not read"
+        read_cluster_progress(cluster=CLUSTER, now=behind())
+        time.sleep(0.3)
     demo_simulator.set_progress(CLUSTER, NAMESPACE, JOB, state="frozen")
-    read_cluster_progress(cluster=CLUSTER)
+    read_cluster_progress(cluster=CLUSTER, now=behind())
     stall_at = progress_of(running).last_step_at
-    assert stall_at is not None
-    while timezone.now() < stall_at + timedelta(seconds=61):  # the stall limit: 60 s
-        time.sleep(1)
+    assert stall_at is not None and stall_at <= behind()  # on the simulator's clock
+    assert not StallEpisode.objects.filter(run_record=running).exists()
+    demo_simulator.set_clock_offset(0)  # 64 s pass at once, for both clocks
+    assert timezone.now() >= stall_at + BEHIND
     read_cluster_progress(cluster=CLUSTER)
     episode = StallEpisode.objects.get(run_record=running)
 
@@ -78,3 +113,8 @@ def test_submit_running_stall_fail_on_the_simulator(running: RunRecord, demo_sim
     later = usage_report(parse_query(owner, {"team": "vision-rl", "group_by": "job"}),
                          now=timezone.now() + timedelta(hours=5))
     assert later.groups[0]["reserved"] == group["reserved"]
+
+
+def progress_of_step(record: RunRecord) -> int | None:
+    kept = RunProgress.objects.filter(run_record=record).first()
+    return None if kept is None else kept.step
