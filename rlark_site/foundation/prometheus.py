@@ -56,8 +56,11 @@ class InstantVector:
 
 
 def _read(response: requests.Response, *, max_bytes: int, deadline: float) -> bytes:
+    """The answer's body (decoded) as it arrives: each read gives what came (`read1`), not a
+    whole chunk, so an answer dripping a byte at a time is cut at the deadline instead of when
+    the chunk fills or the server closes."""
     body = bytearray()
-    for chunk in response.iter_content(_CHUNK):
+    while chunk := response.raw.read1(_CHUNK, decode_content=True):
         body.extend(chunk)
         if len(body) > max_bytes:
             raise PrometheusError(f"answer larger than {max_bytes} bytes")

@@ -1,6 +1,9 @@
 """A real Prometheus server (Debian's `prometheus` package) on loopback, scraping the simulator's
-`/<cluster>/metrics` every second, for the GPU idleness tests. Started once per test module:
-its config and TSDB live in a temporary directory, on a free port (never a fixed one)."""
+`/<cluster>/metrics` every `interval` (a quarter of a second unless told), for the GPU idleness
+tests. Started once per test module: its config and TSDB live in a temporary directory, on a
+free port (never a fixed one). Prometheus 2.42 applies its first targets 5 s after it starts
+(its scrape manager's fixed throttle): a module that needs two servers starts both, then waits
+for both (`wait_until_up`)."""
 
 from __future__ import annotations
 
@@ -28,11 +31,13 @@ def free_port() -> int:
 class Prometheus:
     """One `prometheus` process; `stop()` ends it (by its own pid)."""
 
-    def __init__(self, directory: Path, scrape_configs: list[dict[str, Any]]) -> None:
+    def __init__(self, directory: Path, scrape_configs: list[dict[str, Any]], *,
+                 interval: float = 0.25) -> None:
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
-        config = {"global": {"scrape_interval": "1s", "scrape_timeout": "1s",
-                             "evaluation_interval": "1s"},
+        every = f"{round(interval * 1000)}ms"
+        config = {"global": {"scrape_interval": every, "scrape_timeout": every,
+                             "evaluation_interval": every},
                   "scrape_configs": scrape_configs}
         (directory / "prometheus.yml").write_text(yaml.safe_dump(config))
         self.jobs = [job["job_name"] for job in scrape_configs]
@@ -69,7 +74,7 @@ class Prometheus:
                         return True
             except (urllib.error.URLError, OSError):
                 pass
-            time.sleep(0.2)
+            time.sleep(0.05)
         return False
 
     def get(self, path: str) -> Any:
@@ -84,7 +89,7 @@ class Prometheus:
             up = {t["labels"]["job"] for t in targets if t["health"] == "up"}
             if set(self.jobs) <= up:
                 return
-            time.sleep(0.25)
+            time.sleep(0.05)
         raise AssertionError(f"targets not up: {self.get('/api/v1/targets')}")
 
     def queries_answered(self) -> int:

@@ -1,9 +1,9 @@
 """GPU idleness through a real Prometheus (SPEC 16): Debian's `prometheus` scrapes the simulator's
-DCGM-like `/metrics` every second; real status passes ask it once per cluster; a run whose GPUs
-are set idle gets `gpu.idle` and one signed `job_gpu_idle` per episode at a real webhook
-receiver; tensor activity absent falls back to utilisation; `exported_pod` (honor_labels off
-behind a `pod` target label) is read; a Prometheus that is down, slow, or answers garbage or too
-much leaves `gpu` unknown with the reason and the pass goes on."""
+DCGM-like `/metrics` every quarter of a second; real status passes ask it once per cluster; a
+run whose GPUs are set idle gets `gpu.idle` and one signed `job_gpu_idle` per episode at a real
+webhook receiver; tensor activity absent falls back to utilisation; `exported_pod` (honor_labels
+off behind a `pod` target label) is read; a Prometheus that is down, slow, or answers garbage or
+too much leaves `gpu` unknown with the reason and the pass goes on."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ from tests.jobs.records_support import submittable_job
 
 pytestmark = pytest.mark.django_db
 JOB = "ppo-run"
-WINDOW = 3  # seconds: each reading averages the last three scrapes or so
+WINDOW = 1  # second: each reading averages the last four scrapes or so
 
 
 @pytest.fixture(scope="module")
@@ -61,32 +61,42 @@ def demo_simulator(module_simulator: InProcessSimulator) -> Iterator[InProcessSi
 
 
 @pytest.fixture(scope="module")
-def prometheus(module_simulator: InProcessSimulator,
-               tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+def prometheus_servers(module_simulator: InProcessSimulator,
+                       tmp_path_factory: pytest.TempPathFactory
+                       ) -> Iterator[tuple[Prometheus, Prometheus]]:
+    """The module's two Prometheus servers, started together (each waits 5 s for its first
+    targets: both wait at once), each scraping gpu-a's exporter:
+
+    - as a static target (labels as emitted);
+    - as Kubernetes service discovery would: the target carries the exporter's own `pod` and
+      `namespace`, `honor_labels` is off, so the workload's pod is in `exported_pod` /
+      `exported_namespace`."""
+    servers: list[Prometheus] = []
+    try:
+        servers.append(Prometheus(tmp_path_factory.mktemp("prometheus"),
+                                  [scrape("dcgm", module_simulator.base_url, CLUSTER)]))
+        servers.append(Prometheus(tmp_path_factory.mktemp("prometheus-k8s"), [scrape(
+            "gpu-metrics", module_simulator.base_url, CLUSTER, honor_labels=False,
+            static={"labels": {"pod": "nvidia-dcgm-exporter-7x2kq",
+                               "namespace": "gpu-operator"}})]))
+        for server in servers:
+            server.wait_until_up()
+        yield servers[0], servers[1]
+    finally:
+        for server in servers:
+            server.stop()
+
+
+@pytest.fixture
+def prometheus(prometheus_servers: tuple[Prometheus, Prometheus]) -> Prometheus:
     """Prometheus scraping gpu-a's exporter as a static target (labels as emitted)."""
-    server = Prometheus(tmp_path_factory.mktemp("prometheus"),
-                        [scrape("dcgm", module_simulator.base_url, CLUSTER)])
-    try:
-        server.wait_until_up()
-        yield server
-    finally:
-        server.stop()
+    return prometheus_servers[0]
 
 
-@pytest.fixture(scope="module")
-def prometheus_k8s(module_simulator: InProcessSimulator,
-                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
-    """Prometheus scraping it as Kubernetes service discovery would: the target carries the
-    exporter's own `pod` and `namespace`, `honor_labels` is off, so the workload's pod is in
-    `exported_pod` / `exported_namespace`."""
-    server = Prometheus(tmp_path_factory.mktemp("prometheus-k8s"), [scrape(
-        "gpu-metrics", module_simulator.base_url, CLUSTER, honor_labels=False,
-        static={"labels": {"pod": "nvidia-dcgm-exporter-7x2kq", "namespace": "gpu-operator"}})])
-    try:
-        server.wait_until_up()
-        yield server
-    finally:
-        server.stop()
+@pytest.fixture
+def prometheus_k8s(prometheus_servers: tuple[Prometheus, Prometheus]) -> Prometheus:
+    """Prometheus scraping it as Kubernetes service discovery would (`exported_pod`)."""
+    return prometheus_servers[1]
 
 
 @pytest.fixture(autouse=True)
@@ -129,7 +139,7 @@ def passes_until(record: RunRecord, done: Callable[[RunGpu], bool], capture: Any
         gpu = gpu_of(record)
         if gpu is not None and done(gpu):
             return gpu
-        time.sleep(0.5)
+        time.sleep(0.2)
     raise AssertionError(f"the reading never came: {gpu_of(record) and gpu_of(record).__dict__}")
 
 
@@ -267,7 +277,8 @@ class _Fake:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02},
+                         daemon=True).start()  # stop() waits a poll interval at most
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
     def stop(self) -> None:
