@@ -440,9 +440,12 @@ HOURS = [("productive", "productive"), ("stalled", "stalled"), ("failed", "faile
 
 def gpu_hours_text(hours: dict[str, Any] | None) -> str:
     """A run's `gpu_hours` (SPEC 16) on one line: reserved, then its split, and idle when
-    Prometheus measures it; "" for a run never submitted (the API's null)."""
+    Prometheus measures it; "" for a run never submitted (the API's null); a sentence for a run
+    no pod of which has held a GPU yet, as the job page says it."""
     if not hours:
         return ""
+    if not hours.get("reserved") and not hours.get("idle"):
+        return "none so far (no pod of this run has held a GPU)"
     from rlark_cli.output import cell
 
     split = ", ".join(f"{label} {cell(hours.get(key))}" for key, label in HOURS)

@@ -58,3 +58,11 @@ def test_gpu_idleness_is_shown_when_prometheus_reads_it() -> None:
                                         "reason": "Prometheus is not configured",
                                         "checked_at": None}})
     assert "gpu:" not in off
+
+
+def test_a_run_no_pod_of_which_held_a_gpu_says_so_instead_of_zeros() -> None:
+    """As the job page says it (issue 22): a submitted run still waiting for its pods."""
+    zeros = {**HOURS, "reserved": 0.0, "productive": 0.0, "stalled": 0.0, "pending_partial": 0.0}
+    text = status_table({**BASE, "gpu_hours": zeros})
+    assert "gpu-hours: none so far (no pod of this run has held a GPU)" in text
+    assert "0.0 reserved" not in text
