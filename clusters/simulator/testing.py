@@ -255,6 +255,15 @@ class SimulatorHandle(ABC):
         moving it forward is that much time passing at once. Returns the simulator's now."""
         return str(self.control("PUT", "clock", {"offset_seconds": seconds})["now"])
 
+    def clock_offset(self) -> float:
+        """The simulator's clock against the real one, in seconds."""
+        return float(self.control("GET", "clock")["offset_seconds"])
+
+    def advance_clock(self, seconds: float) -> str:
+        """`seconds` pass at once on the simulator's clock (its offset moved forward by them);
+        returns the simulator's now."""
+        return self.set_clock_offset(self.clock_offset() + seconds)
+
     def tick(self) -> int:
         """Run one controller pass now; returns how many Jobs changed."""
         return int(self.control("POST", "tick")["changed"])

@@ -26,7 +26,7 @@ from tests.cache_support import OBSERVE_PREFIX, clear_prefix
 from tests.conftest import PASSWORD
 from tests.jobs.observe_support import CLUSTER, NAMESPACE
 from tests.jobs.records_support import register_fleet, submittable_job
-from tests.jobs.test_causes import wait_for_start_lines
+from tests.jobs.test_causes import past_start_lines
 from tests.jobs.test_observe_causes_rules import NCCL_TIMEOUT
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -89,7 +89,7 @@ def failed_run(demo_simulator: Any, team: Team, owner: Any, admin_user: Any,
     sync_submitted_jobs()
     assert RunRecord.objects.get(pk=record.pk).job.state == JobState.RUNNING
     demo_simulator.set_progress(CLUSTER, NAMESPACE, NAME, step_seconds=0.1)
-    wait_for_start_lines(demo_simulator, HEAD, WORKER)
+    past_start_lines(demo_simulator, HEAD, WORKER)
     read_cluster_progress(cluster=CLUSTER)
     demo_simulator.append_pod_log(CLUSTER, NAMESPACE, WORKER, [
         "rollout step 41 done", NCCL_TIMEOUT, "Traceback (most recent call last):"])

@@ -48,14 +48,19 @@ def eager(settings: Any) -> Iterator[None]:
     clear_prefix(OBSERVE_PREFIX)
 
 
-def wait_for_start_lines(sim: Any, *pods: str) -> None:
+def past_start_lines(sim: Any, *pods: str) -> None:
     """The start script's lines are timed a second apart from the pod's start, and appended
-    lines never before them: wait until they are past, so appends are timed now."""
+    lines never before them: the simulator's clock moved past them (that much time passing
+    at once instead of a wait), so appends are timed now."""
+    ahead = 0.0
     for pod in pods:
         last = read_pod_log(credentials=sim.credentials(CLUSTER), namespace=NAMESPACE,
                             name=pod, timestamps=True).text.splitlines()[-1]
         moment = datetime.strptime(last[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
-        time.sleep(max(0.0, (moment - datetime.now(UTC)).total_seconds() + 1.1))
+        now = datetime.now(UTC) + timedelta(seconds=sim.clock_offset())
+        ahead = max(ahead, (moment - now).total_seconds() + 1.1)
+    if ahead > 0:
+        sim.advance_clock(ahead)
 
 
 def test_the_earliest_evidence_across_roles_is_the_cause_of_a_failed_run(
@@ -67,7 +72,7 @@ def test_the_earliest_evidence_across_roles_is_the_cause_of_a_failed_run(
     owner.save(update_fields=["email"])
     preferences_set(user=owner, email_events=["job_failed"], language="zh-hans")
     sync_submitted_jobs()  # seen Running
-    wait_for_start_lines(demo_simulator, HEAD_POD, ROLLOUT_POD)
+    past_start_lines(demo_simulator, HEAD_POD, ROLLOUT_POD)
     # The Rollout's NCCL collective times out first; RLinf then kills the other workers, and
     # the Actor (the Head Task) prints its ActorDiedError last: the newest line is not it.
     demo_simulator.append_pod_log(CLUSTER, NAMESPACE, ROLLOUT_POD, [
@@ -116,7 +121,7 @@ def test_the_earliest_evidence_across_roles_is_the_cause_of_a_failed_run(
 def test_a_later_error_never_replaces_an_earlier_cause(running: RunRecord,
                                                        demo_simulator: Any) -> None:
     sync_submitted_jobs()
-    wait_for_start_lines(demo_simulator, HEAD_POD, ROLLOUT_POD)
+    past_start_lines(demo_simulator, HEAD_POD, ROLLOUT_POD)
     demo_simulator.append_pod_log(CLUSTER, NAMESPACE, ROLLOUT_POD, [NCCL_TIMEOUT])
     demo_simulator.patch_pod(CLUSTER, NAMESPACE, ROLLOUT_POD, restarts=1,
                              lastTerminated={"reason": "Error", "exitCode": 1})
@@ -142,7 +147,7 @@ def test_a_stall_names_the_cause_found_in_the_head_tasks_log(
     running.save(update_fields=["launch_list_snapshot"])
     sync_submitted_jobs()
     demo_simulator.set_progress(CLUSTER, NAMESPACE, JOB, state="frozen")
-    wait_for_start_lines(demo_simulator, HEAD_POD)
+    past_start_lines(demo_simulator, HEAD_POD)
     read_cluster_progress(cluster=CLUSTER)
     # The hang: the watchdog's heartbeat monitor speaks, no step comes any more.
     demo_simulator.append_pod_log(CLUSTER, NAMESPACE, HEAD_POD, [NCCL_WATCHDOG])

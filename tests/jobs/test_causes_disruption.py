@@ -7,7 +7,6 @@ the job page."""
 
 from __future__ import annotations
 
-import time
 from datetime import datetime
 from typing import Any
 
@@ -18,7 +17,7 @@ from django.utils import timezone
 from jobs.models import JobState, RunRecord
 from jobs.records.status import sync_submitted_jobs
 from tests.jobs.observe_support import CLUSTER, HEAD_POD, NAMESPACE
-from tests.jobs.test_causes import eager, wait_for_start_lines
+from tests.jobs.test_causes import eager, past_start_lines
 from tests.jobs.test_observe_causes_rules import KILLED
 
 pytestmark = pytest.mark.django_db
@@ -44,9 +43,10 @@ def test_an_evicted_or_preempted_pod_is_the_cause_of_the_failed_run(
         how: str, evidence: str, running: RunRecord, demo_simulator: Any, owner: Any,
         api_client_for: Any, client: Any) -> None:
     sync_submitted_jobs()  # seen Running
-    wait_for_start_lines(demo_simulator, HEAD_POD, ROLLOUT_POD)
+    past_start_lines(demo_simulator, HEAD_POD, ROLLOUT_POD)
     _disrupt(demo_simulator, how)
-    time.sleep(1.1)  # the cluster's times are whole seconds: RLinf's teardown comes later
+    demo_simulator.advance_clock(1.1)  # the cluster's times are whole seconds: RLinf's
+    # teardown comes later
     demo_simulator.append_pod_log(CLUSTER, NAMESPACE, HEAD_POD, [KILLED])
     demo_simulator.patch_pod(CLUSTER, NAMESPACE, HEAD_POD, phase="Failed",
                              terminated={"reason": "Error", "exitCode": 1})

@@ -38,7 +38,7 @@ from rlark_site.foundation.tenancy.models import Team
 from tests.cache_support import OBSERVE_PREFIX, clear_prefix
 from tests.jobs.notify_support import SECRET, Receiver, signature_ok
 from tests.jobs.observe_support import CLUSTER, HEAD_POD, NAMESPACE
-from tests.jobs.test_causes import wait_for_start_lines
+from tests.jobs.test_causes import past_start_lines
 from tests.jobs.test_observe_causes_rules import NCCL_WATCHDOG
 
 pytestmark = pytest.mark.django_db
@@ -200,7 +200,7 @@ def test_job_recovered_is_emailed_once_per_episode_with_the_run_s_cause(
     capture = django_capture_on_commit_callbacks
     pass_until(advancing, 2)
     demo_simulator.set_progress(CLUSTER, NAMESPACE, JOB, state="frozen")
-    wait_for_start_lines(demo_simulator, HEAD_POD)
+    past_start_lines(demo_simulator, HEAD_POD)
     # The hang's evidence: the watchdog's heartbeat monitor speaks, no step comes any more.
     demo_simulator.append_pod_log(CLUSTER, NAMESPACE, HEAD_POD, [NCCL_WATCHDOG])
     _stall(demo_simulator, capture, timezone.now() + timedelta(seconds=600))
