@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -19,7 +19,6 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from clusters.k8s import read_pod_log
 from jobs.models import (
     EpisodeEnd,
     EventKind,
@@ -67,9 +66,11 @@ def configure(record: RunRecord, **progress: Any) -> None:
 
 @pytest.fixture
 def advancing(running: RunRecord, demo_simulator: Any) -> RunRecord:
-    """The run seen Running by a status pass, its Head Task stepping every 0.2 s."""
+    """The run seen Running by a status pass, past its start script's lines (the simulator's
+    clock moved past them), its Head Task stepping every 0.2 s."""
     configure(running)
     sync_submitted_jobs()
+    past_start_lines(demo_simulator, HEAD_POD)
     demo_simulator.set_progress(CLUSTER, NAMESPACE, JOB, step_seconds=0.2)
     return running
 
@@ -296,16 +297,13 @@ def test_hostile_lines_neither_slow_nor_corrupt_the_progress(
         demo_simulator.append_pod_log(CLUSTER, NAMESPACE, HEAD_POD, list(lines))
 
     # The start script's lines are timed a second apart from the pod's start (and appended
-    # lines never before them): wait until they are in the past, so appends are timed now.
-    start = read_pod_log(credentials=demo_simulator.credentials(CLUSTER), namespace=NAMESPACE,
-                         name=HEAD_POD, timestamps=True).text.splitlines()[-1]
-    last = datetime.strptime(start[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
-    time.sleep(max(0.0, (last - datetime.now(UTC)).total_seconds() + 1.1))
+    # lines never before them): past them, so appends are timed now.
+    past_start_lines(demo_simulator, HEAD_POD)
 
     append("│ Global Step:    7/10 │ Progress: ██ │  70.0%")
     read_cluster_progress(cluster=CLUSTER)
     append("x" * 3_000_000)  # a line of megabytes: skipped with the rest of its second
-    time.sleep(1.1)
+    demo_simulator.advance_clock(1.1)
     append("\x00\xff\ufffd" * 1000 + "Global Step: \x01/\x02",
            "Global Step: 1000000000000000000/1000000000000000000", "Global Step: 20/10")
     reports = [read_cluster_progress(cluster=CLUSTER) for _ in range(4)]
