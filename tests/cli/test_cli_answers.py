@@ -57,7 +57,8 @@ def stub() -> Iterator[tuple[Stub, str]]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True,
+                              kwargs={"poll_interval": 0.02})
     thread.start()
     try:
         yield state, f"http://127.0.0.1:{server.server_address[1]}"

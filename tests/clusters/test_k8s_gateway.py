@@ -138,7 +138,8 @@ class _NotJsonHandler(BaseHTTPRequestHandler):
 
 def test_a_node_page_that_is_not_json_raises_and_leaves_the_collector_running() -> None:
     server = HTTPServer(("127.0.0.1", 0), _NotJsonHandler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, daemon=True,
+                     kwargs={"poll_interval": 0.02}).start()
     credentials = k8s.Credentials(api_url=f"http://127.0.0.1:{server.server_port}")
     try:
         with pytest.raises(k8s.KubeError) as caught:

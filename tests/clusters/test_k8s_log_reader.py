@@ -161,7 +161,8 @@ def answering() -> Iterator[Any]:
     server: Any = ThreadingHTTPServer(("127.0.0.1", 0), _Answer)
     server.daemon_threads = True
     server.seen, server.status, server.headers, server.body = [], 200, [], b""
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, daemon=True,
+                     kwargs={"poll_interval": 0.02}).start()
     yield server
     server.shutdown()
     server.server_close()

@@ -228,7 +228,8 @@ def hand_made(settings: Any) -> Iterator[_HandMade]:
     settings.RLARK_KUBE_TIMEOUT = 5
     settings.RLARK_INVENTORY_READ_ATTEMPTS = 1
     server = _HandMade(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True,
+                              kwargs={"poll_interval": 0.02})
     thread.start()
     yield server
     server.shutdown()

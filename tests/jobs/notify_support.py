@@ -47,7 +47,8 @@ class Receiver:
 
         self.host = host
         self.server = Server((host, port), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True,
+                                       kwargs={"poll_interval": 0.02})
         self.thread.start()
 
     @property
