@@ -301,7 +301,7 @@ def demo_prometheus(env: dict[str, str], sim_port: int
     jobs = [{"job_name": f"dcgm-{name}", "metrics_path": f"/{name}/metrics",
              "static_configs": [{"targets": [f"127.0.0.1:{sim_port}"]}]}
             for name in DEMO_CLUSTERS]
-    config = {"global": {"scrape_interval": "5s"}, "scrape_configs": jobs}
+    config = {"global": {"scrape_interval": "1s"}, "scrape_configs": jobs}  # data within 1 s
     (directory / "prometheus.yml").write_text(json.dumps(config, indent=2))  # JSON is YAML
     env["RLARK_PROMETHEUS_URL"] = f"http://127.0.0.1:{port}"
     env.setdefault("RLARK_GPU_IDLE_WINDOW", "120")

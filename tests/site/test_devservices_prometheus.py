@@ -43,7 +43,7 @@ def test_the_started_prometheus_scrapes_every_demo_cluster(
             up: set[str] = set()
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and len(up) < 3:
-                time.sleep(0.5)
+                time.sleep(0.1)
                 try:
                     with urllib.request.urlopen(
                             f"{env['RLARK_PROMETHEUS_URL']}/api/v1/targets", timeout=2) as answer:
