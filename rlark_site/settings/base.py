@@ -72,6 +72,7 @@ TEMPLATES = [
                 "rlark_site.navigation.nav_links",
                 "rlark_site.foundation.sso.sso_context",
                 "jobs.context_processors.pending_requests",
+                "jobs.context_processors.live_debounce",
             ],
         },
     },

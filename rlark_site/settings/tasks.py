@@ -96,6 +96,9 @@ CACHES = {
 # followed log (seconds; also how long one cluster read is shared), the log lines shown by
 # default and at most, and the most log bytes one request reads.
 RLARK_OBSERVE_REFRESH = env_float("RLARK_OBSERVE_REFRESH", 5.0)
+# The pause in typing after which a form's live answer is asked for (the wizard's findings and
+# node counts, a log search), in milliseconds: typing faster than this sends one request.
+RLARK_LIVE_DEBOUNCE_MS = env_int("RLARK_LIVE_DEBOUNCE_MS", 400)
 RLARK_LOG_TAIL_DEFAULT = env_int("RLARK_LOG_TAIL_DEFAULT", 200)
 RLARK_LOG_TAIL_MAX = env_int("RLARK_LOG_TAIL_MAX", 5000)
 RLARK_LOG_MAX_BYTES = env_int("RLARK_LOG_MAX_BYTES", 1024 * 1024)
