@@ -2,11 +2,12 @@
 stalled (its Head Task frozen past the stall limit, seen by the progress pass), a worker failing,
 then the Job failing; the usage API's split checked against the moments the passes stored.
 
-No waiting for the stall limit: the simulator's clock runs 64 s behind the real one from before
-the Job is created until the Head Task froze, and RLark's passes of that part run at the same
-moments (`now=`, the run submitted on that clock too); then the simulator's clock is set to the
-real one, which is 64 s passing at once for both. Every moment stored is a real answer of the
-simulator or a pass, on one timeline."""
+No waiting: the simulator's clock runs 75 s behind the real one from before the Job is created
+until the Head Task froze, and RLark's passes of that part run at the same moments (`now=`, the
+run submitted on that clock too). The start script's seconds pass at once (the clock moved past
+its lines, RLark's moments with it); once frozen, the simulator's clock is set to the real one,
+the rest of the 75 s (past the 60 s stall limit) passing at once for both. Every moment stored is
+a real answer of the simulator or a pass, on one timeline."""
 
 from __future__ import annotations
 
@@ -30,46 +31,49 @@ from jobs.progress.reader import read_cluster_progress
 from jobs.records.status import sync_submitted_jobs
 from jobs.usage.selectors import parse_query, usage_report
 from tests.jobs.observe_support import CLUSTER, HEAD_POD, NAMESPACE
+from tests.jobs.test_causes import past_start_lines
 from tests.jobs.test_progress_pass import configure, eager, progress_of
 
 pytestmark = pytest.mark.django_db
 JOB = "ppo-run"
 __all__ = ["eager"]  # the progress tests' settings and eager Celery, used here too
-# Past the stall limit (60 s) by a few seconds: the worker fails, on whole seconds, after the
-# stall began (`last_step_at + 60 s`), with seconds of stall between.
-BEHIND = timedelta(seconds=64)
+# The start script's seconds (about 6) and past the stall limit (60 s) by a few more: the
+# worker fails, on whole seconds, after the stall began (`last_step_at + 60 s`), with seconds of
+# stall between.
+BEHIND = timedelta(seconds=75)
 
 
 @pytest.fixture
 def demo_simulator(demo_simulator: Any) -> Any:
-    """The demo simulator, its clock 64 s behind the real one before the Job is created."""
+    """The demo simulator, its clock 75 s behind the real one before the Job is created."""
     demo_simulator.set_clock_offset(-BEHIND.total_seconds())
     return demo_simulator
 
 
-def behind() -> Any:
+def on_its_clock(simulator: Any) -> Any:
     """RLark's moment on the simulator's clock while it is behind."""
-    return timezone.now() - BEHIND
+    return timezone.now() + timedelta(seconds=simulator.clock_offset())
 
 
 def test_submit_running_stall_fail_on_the_simulator(running: RunRecord, demo_simulator: Any,
                                                     owner: Any, api_client_for: Any) -> None:
     configure(running)
     RunRecord.objects.filter(pk=running.pk).update(submitted_at=F("submitted_at") - BEHIND)
-    sync_submitted_jobs(now=behind())  # seen Running: the pods are kept as attempts
+    sync_submitted_jobs(now=on_its_clock(demo_simulator))  # seen Running: pods kept as attempts
+    past_start_lines(demo_simulator, HEAD_POD)
     demo_simulator.set_progress(CLUSTER, NAMESPACE, JOB, step_seconds=0.2)
     deadline = time.monotonic() + 90
     while (progress_of_step(running) or 0) < 2:
         assert time.monotonic() < deadline, "step 2 was not read"
-        read_cluster_progress(cluster=CLUSTER, now=behind())
+        read_cluster_progress(cluster=CLUSTER, now=on_its_clock(demo_simulator))
         time.sleep(0.3)
     demo_simulator.set_progress(CLUSTER, NAMESPACE, JOB, state="frozen")
-    read_cluster_progress(cluster=CLUSTER, now=behind())
+    read_cluster_progress(cluster=CLUSTER, now=on_its_clock(demo_simulator))
     stall_at = progress_of(running).last_step_at
-    assert stall_at is not None and stall_at <= behind()  # on the simulator's clock
+    assert stall_at is not None and stall_at <= on_its_clock(demo_simulator)
     assert not StallEpisode.objects.filter(run_record=running).exists()
-    demo_simulator.set_clock_offset(0)  # 64 s pass at once, for both clocks
-    assert timezone.now() >= stall_at + BEHIND
+    demo_simulator.set_clock_offset(0)  # the rest of the 75 s pass at once, for both clocks
+    assert timezone.now() >= stall_at + timedelta(seconds=63)  # the limit and 3 s of stall
     read_cluster_progress(cluster=CLUSTER)
     episode = StallEpisode.objects.get(run_record=running)
 
