@@ -62,12 +62,16 @@ def _step(page: Page) -> int:
 
 
 def _pass_until(page: Page, condition: Any) -> None:
+    """Progress passes until the page shows `condition`: after each pass the region (polling
+    every second) gets 1.5 s to show it, looked at every 100 ms."""
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         read_cluster_progress(cluster=CLUSTER)
-        page.wait_for_timeout(1500)  # the region polls every second
-        if condition():
-            return
+        shown_by = time.monotonic() + 1.5
+        while time.monotonic() < shown_by:
+            if condition():
+                return
+            page.wait_for_timeout(100)
     raise AssertionError("the page did not show it")
 
 
