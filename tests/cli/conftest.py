@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
 import time
@@ -93,7 +94,7 @@ class Site:
         deadline = time.monotonic() + limit
         while process.poll() is None and time.monotonic() < deadline:
             self.pump()
-            time.sleep(0.3)
+            time.sleep(0.1)
         if process.poll() is None:
             process.kill()
         out, err = process.communicate(timeout=30)
@@ -162,6 +163,24 @@ def site(_processes: tuple[str, Any], transactional_db: None, tmp_path: Path) ->
     return Site(url=url, sim=sim, config_home=tmp_path / "config", token=secret,
                 outsider_token=outsider_secret, owner=owner, admin=admin, secrets=SECRETS,
                 seen=SEEN)
+
+
+def read_until(process: subprocess.Popen[bytes], stream: str, text: str,
+               limit: float = 30) -> str:
+    """Read `process`'s `stream` ("stdout" or "stderr") until `text` has been printed (an
+    event, not a guessed sleep); what was read, which `communicate()` no longer returns."""
+    fd = getattr(process, stream).fileno()
+    got = b""
+    deadline = time.monotonic() + limit
+    while text.encode() not in got:
+        remaining = deadline - time.monotonic()
+        assert remaining > 0, f"{stream} never printed {text!r}: {got.decode()!r}"
+        ready, _, _ = select.select([fd], [], [], remaining)
+        if ready:
+            chunk = os.read(fd, 65536)
+            assert chunk, f"{stream} ended before {text!r}: {got.decode()!r}"
+            got += chunk
+    return got.decode()
 
 
 def lines(text: str) -> Sequence[str]:

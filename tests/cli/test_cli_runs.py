@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.cli.conftest import Site, lines
+from tests.cli.conftest import Site, lines, read_until
 from tests.cli.test_cli_files import MINIMAL, one_error_line, write
 
 CLUSTER, NAMESPACE = "gpu-a", "rl-gpu-a"
@@ -30,7 +30,7 @@ def pump_to(site: Site, name: str, state: str, limit: float = 60) -> None:
     while state_of(name) != state:
         assert time.monotonic() < deadline, f"{name} is {state_of(name)}, not {state}"
         site.pump()
-        time.sleep(0.2)
+        time.sleep(0.1)
 
 
 def test_submit_until_running_logs_follow_events_record(site: Site) -> None:
@@ -56,13 +56,13 @@ def test_submit_until_running_logs_follow_events_record(site: Site) -> None:
     assert missing.code == 2 and "tasks: actor, rollout" in one_error_line(missing)
 
     follower = site.start("logs", "ppo-run", "-f", "--interval", "0.3")
-    time.sleep(2)
+    seen = read_until(follower, "stdout", "actor says one")  # it follows
     site.sim.append_pod_log(CLUSTER, NAMESPACE, "ppo-run-actor-0", ["actor says two"])
-    time.sleep(2)
+    seen += read_until(follower, "stdout", "actor says two")  # the new line followed
     site.sim.set_job_phase(CLUSTER, NAMESPACE, "ppo-run", "Succeeded")
     out, err = follower.communicate(timeout=60)  # ends by itself when the pod ends
     assert follower.returncode == 0, err
-    text = out.decode().splitlines()
+    text = (seen + out.decode()).splitlines()
     assert text.count("actor says one") == 1 and text.count("actor says two") == 1
     assert "pod ppo-run-actor-0 ended (Succeeded)" in err.decode()
 
@@ -97,7 +97,7 @@ def test_submit_timeout_cancel_failed_blocked_interrupted_and_diff(site: Site,
     assert state_of("ppo-wait") in ("pending", "queued", "submitting")
 
     follower = site.start("submit", "ppo-wait", "--wait", "--interval", "0.3", "-o", "json")
-    time.sleep(1.5)
+    read_until(follower, "stderr", "] ppo-wait: ")  # following the submitted job
     cancelled = site.run("cancel", "ppo-wait", "-o", "json")
     assert cancelled.code == 0 and cancelled.json()["state"] == "cancelled"
     followed = site.pump_until(follower)
@@ -128,7 +128,7 @@ def test_submit_timeout_cancel_failed_blocked_interrupted_and_diff(site: Site,
     site.submittable("ppo-stop")
     waiting = site.start("submit", "ppo-stop", "--wait", "--interval", "0.3")
     pump_to(site, "ppo-stop", "running")
-    time.sleep(1)
+    read_until(waiting, "stderr", "] ppo-stop: running")  # waiting on, past running
     waiting.send_signal(signal.SIGINT)
     _out, err = waiting.communicate(timeout=30)
     assert waiting.returncode == 4, err
