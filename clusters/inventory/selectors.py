@@ -181,46 +181,6 @@ def matched_capacity(selectors: Iterable[Mapping[str, str]]) -> MatchedCapacity:
     return _capacity_rows(rows)
 
 
-# `_MATCHED_CAPACITY_SQL` with, on each row, which of the selectors (its 1-based position)
-# the node matches.
-_CAPACITY_BY_SELECTOR_SQL = """
-SELECT s.position, c.name, n.name, n.gpu, n.devices::text, n.cpu_milli, n.memory_bytes,
-    n.pods, o.requested::text, c.state, c.occupancy_as_of
-FROM unnest(%s::jsonb[]) WITH ORDINALITY AS s(selector, position)
-JOIN clusters_node n ON n.labels @> s.selector AND NOT n.gone
-JOIN clusters_cluster c ON c.id = n.cluster_id
-LEFT JOIN clusters_nodeoccupancy o ON o.node_id = n.id
-ORDER BY s.position, c.name, n.name
-"""
-
-
-@dataclass(frozen=True)
-class SelectorsCapacity:
-    """What the pre-flight reads for several selectors at once: each selector's matched
-    nodes, (cluster, node) in that order, by its sorted (key, value) pairs; and the capacity
-    of all of them."""
-
-    matched: Mapping[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]
-    capacity: MatchedCapacity
-
-
-def selectors_capacity(selectors: Iterable[Mapping[str, str]]) -> SelectorsCapacity:
-    """`match_selector`'s nodes (present nodes carrying every condition) and
-    `matched_capacity` of many selectors in one query, however many there are (a page of the
-    admin queue: every request's and every job role's selector)."""
-    keys = sorted({tuple(sorted(s.items())) for s in selectors if s})
-    if not keys:
-        return SelectorsCapacity(matched={}, capacity=MatchedCapacity(nodes={}, occupancy={}))
-    with connection.cursor() as cursor:
-        cursor.execute(_CAPACITY_BY_SELECTOR_SQL, [[json.dumps(dict(k)) for k in keys]])
-        rows = cursor.fetchall()
-    matched: dict[tuple[tuple[str, str], ...], list[tuple[str, str]]] = {k: [] for k in keys}
-    for row in rows:
-        matched[keys[row[0] - 1]].append((row[1], row[2]))
-    return SelectorsCapacity(matched={k: tuple(v) for k, v in matched.items()},
-                             capacity=_capacity_rows(row[1:] for row in rows))
-
-
 # What a job's check reads of the inventory, in one statement whatever its roles and nodes:
 # for each of its selectors (1-based `position`) every present node carrying all its
 # conditions, with the columns the matches and the pre-flight need (allocatable, what the

@@ -19,11 +19,11 @@ from decimal import Decimal
 
 from django.utils.dateparse import parse_datetime
 
-from clusters.inventory.selectors import SelectorsCapacity, selectors_capacity
+from clusters.inventory.selectors import MatchesCapacity, matches_capacity
 from clusters.models import Verification
 from clusters.preflight import RolePreflight, needs_units, role_preflight
 from clusters.signals import queue_capacity
-from clusters.types import GPU_RESOURCE
+from clusters.types import GPU_RESOURCE, selector_key
 
 logger = logging.getLogger(__name__)
 
@@ -88,8 +88,9 @@ def request_needs(verification: Verification) -> dict[str, int]:
     return needs_units(amounts)
 
 
-def _request_preflight(verification: Verification, read: SelectorsCapacity) -> RolePreflight:
-    nodes = read.matched.get(tuple(sorted(verification.selector.items())), ())
+def _request_preflight(verification: Verification, read: MatchesCapacity) -> RolePreflight:
+    match = read.matches.get(selector_key(dict(verification.selector)))
+    nodes = [(n.cluster, n.name) for n in match.nodes] if match is not None else []
     return role_preflight(None, nodes, read.capacity.nodes, request_needs(verification),
                           read.capacity.occupancy)
 
@@ -109,11 +110,12 @@ def _jobs_of(verifications: Sequence[Verification]) -> dict[int, list[JobCapacit
 
 
 def queue_capacities(verifications: Sequence[Verification]) -> dict[int, QueueCapacity]:
-    """The capacity panel of each request, by id: every request's selector in one query,
-    the jobs' pre-flight in the few queries of their receiver."""
+    """The capacity panel of each request, by id: every request's selector in one query (the
+    check's own read, `matches_capacity`), the jobs' pre-flight in the few queries of their
+    receiver."""
     if not verifications:
         return {}
-    read = selectors_capacity(v.selector for v in verifications)
+    read = matches_capacity(v.selector for v in verifications)
     jobs = _jobs_of(verifications)
     return {
         v.pk: QueueCapacity(

@@ -4,8 +4,10 @@ A verification belongs to the jobs it was asked for: the draft named when it was
 (`requested_for_job`, of the same team) and the drafts whose deployment parameters reference
 it. For a page of requests their pre-flight (SPEC 15, the findings engine's
 `jobs.core.findings.capacity`) is computed in a fixed number of queries: the references, the
-jobs with their roles and teams, every role's matched nodes with their capacity, and the
-clusters' facts (Kueue quota) — however many requests and jobs the page shows.
+jobs with their roles and teams, every role's matches with their nodes' capacity (the
+check's own read, `matches_capacity`: one query, the nodes' namespace with them, so a Kueue
+cluster's LocalQueue is found as the job detail finds it), and the clusters' facts (Kueue
+quota) — however many requests and jobs the page shows.
 """
 
 from __future__ import annotations
@@ -15,9 +17,8 @@ from typing import Any
 
 from django.db.models import Q
 
-from clusters.inventory.selectors import cluster_inventory, selectors_capacity
+from clusters.inventory.selectors import cluster_inventory, matches_capacity
 from clusters.models import Verification
-from clusters.types import MatchedNode, SelectorMatch
 from clusters.verifications.capacity import JobCapacity, RoleCapacity
 from jobs.context import cluster_facts, spec_from_job
 from jobs.core.findings import preflight
@@ -84,14 +85,11 @@ def capacity_of_requested_jobs(sender: Any, *, verifications: Sequence[Verificat
         return {}
     specs = {pk: spec_from_job(job, team_keys={}) for pk, job in jobs.items()}
     selectors = [s for spec in specs.values() for role in spec.roles if (s := role_selector(role))]
-    read = selectors_capacity(selectors)
-    matches = {key: SelectorMatch(nodes=tuple(MatchedNode(cluster=c, name=n, namespace="",
-                                                          gpu=None) for c, n in nodes))
-               for key, nodes in read.matched.items()}
+    read = matches_capacity(selectors)
     clusters = cluster_facts(cluster_inventory(sorted(
         {role.cluster for spec in specs.values() for role in spec.roles
          if isinstance(role.cluster, str) and role.cluster})))
-    ctx = CheckContext(clusters=clusters, matches=matches, capacity=read.capacity.nodes,
+    ctx = CheckContext(clusters=clusters, matches=dict(read.matches), capacity=read.capacity.nodes,
                        occupancy=read.capacity.occupancy)
     by_id = {v.pk: v for v in verifications}
     return {pk: [_job_capacity(specs[job.pk], ctx, by_id[pk], job) for job in listed]
