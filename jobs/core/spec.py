@@ -190,6 +190,11 @@ class CheckContext:
     # and the occupancy state of their clusters (empty: not read, every verdict `unknown`).
     capacity: Mapping[tuple[str, str], NodeCapacity] = dc_field(default_factory=dict)
     occupancy: Mapping[str, ClusterOccupancy] = dc_field(default_factory=dict)
+    # What is computed of this context once and shown in several places of one answer (the
+    # roles' pre-flight: findings, role panel, checklist, `capacity`), with the spec it was
+    # computed for. Not an input: a fresh one for every context (`replace` included).
+    memo: dict[str, tuple[object, Any]] = dc_field(
+        default_factory=dict, init=False, compare=False, repr=False)
 
     def match_for(self, selector: dict[str, str]) -> SelectorMatch:
         return self.matches.get(selector_key(selector), SelectorMatch(nodes=()))

@@ -150,3 +150,40 @@ def test_never_fits_when_no_matched_node_can_hold_a_worker(
         assert "2 of 2 workers can never be placed" in text
     else:
         assert "can never be placed" not in text
+
+
+def test_each_request_computes_the_jobs_pre_flight_once(
+        cluster: Cluster, team: Team, owner: Any, web: Client, api_client_for: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Step 2 (each role's tab and its live answer), step 4 and the job detail show the
+    pre-flight in several places (the findings, the role panel, the checklist, `capacity`):
+    each role is judged once per request, not once per place (it was 2-3 times)."""
+    from jobs.core.findings import capacity
+
+    judged: list[str | None] = []
+    real = capacity.role_preflight
+
+    def counted(role: str | None, *args: Any) -> Any:
+        judged.append(role)
+        return real(role, *args)
+
+    monkeypatch.setattr(capacity, "role_preflight", counted)
+    _draft(team, owner, "roomy")
+    step = "jobs:wizard-step"
+    asked = {
+        "step 2, Actor": lambda: web.get(reverse(step, kwargs={"name": "roomy", "step": 2})
+                                         + "?role=0"),
+        "step 2, Rollout": lambda: web.get(reverse(step, kwargs={"name": "roomy", "step": 2})
+                                           + "?role=1"),
+        "step 2, live": lambda: web.post(reverse(
+            "jobs:wizard-matches", kwargs={"name": "roomy", "index": 1}), {
+                "role": "1", "cluster": CLUSTER, "gpus": "8", "image": IMAGE,
+                "selector_text": f"rlinf.io/pool=w\ntopology.rlinf.io/cluster={CLUSTER}\n"}),
+        "step 4": lambda: web.get(reverse(step, kwargs={"name": "roomy", "step": 4})),
+        "job detail": lambda: api_client_for(owner).get("/api/v1/jobs/roomy/"),
+    }
+    for place, ask in asked.items():
+        judged.clear()
+        response = ask()
+        assert response.status_code == 200, place
+        assert sorted(judged, key=str) == ["Actor", "Rollout"], place

@@ -56,13 +56,22 @@ def _label(role: object) -> str | None:
     return name[:SHOWN_MAX] if isinstance(name, str) else None
 
 
-def role_preflights(spec: JobSpec, ctx: CheckContext) -> list[RolePreflight]:
-    """Each role's pre-flight, in role order."""
-    return [
+_MEMO = "role_preflights"
+
+
+def role_preflights(spec: JobSpec, ctx: CheckContext) -> tuple[RolePreflight, ...]:
+    """Each role's pre-flight, in role order: computed once per spec and context (a request
+    shows it in the findings, the role panel, the checklist and `capacity`)."""
+    known = ctx.memo.get(_MEMO)
+    if known is not None and known[0] is spec:
+        return known[1]  # type: ignore[no-any-return]
+    found = tuple(
         role_preflight(_label(role), [(n.cluster, n.name) for n in role_match(role, ctx).nodes],
                        ctx.capacity, needs_units(worker_requests(role)), ctx.occupancy)
         for role in spec_roles(spec)
-    ]
+    )
+    ctx.memo[_MEMO] = (spec, found)
+    return found
 
 
 def _quota(spec: JobSpec, ctx: CheckContext) -> tuple[bool, list[QuotaWait]]:
