@@ -38,11 +38,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = "gpu-a"
 NAMESPACE = "rl-gpu-a"
-LATENCY_MS = 3000
-# Worker settings: calls may take the latency, the lease lapses soon after a crash.
+LATENCY_MS = 1500
+# Worker settings: calls may take the latency (twice over), the lease lapses soon after a
+# crash: it is at least 2 x RLARK_KUBE_TIMEOUT + 1 s (jobs/records/conf.py), here 7 s.
 WORKER_ENV = {
-    "RLARK_KUBE_TIMEOUT": "5",
-    "RLARK_SUBMIT_LEASE": "5",
+    "RLARK_KUBE_TIMEOUT": "3",
+    "RLARK_SUBMIT_LEASE": "3",
     "RLARK_SUBMIT_RETRY_BASE": "0",
     "RLARK_VISIBILITY_TIMEOUT": "3600",
 }
@@ -169,9 +170,9 @@ def test_a_worker_killed_mid_submission_loses_nothing(
     record.refresh_from_db()
     assert record.submission_state == SubmissionState.SUBMITTING
 
+    start_worker("second")  # starts up while the lease runs out
     wait_for("the create the dead worker sent", lambda: simulator.created_bodies(CLUSTER))
     wait_for("the lease to expire", lambda: record.pk in stalled_run_record_ids())
-    start_worker("second")
     assert resume_stalled_submissions.apply().get() == 1
 
     def settled() -> bool:
