@@ -5,9 +5,10 @@ then the Job failing; the usage API's split checked against the moments the pass
 No waiting: the simulator's clock runs 75 s behind the real one from before the Job is created
 until the Head Task froze, and RLark's passes of that part run at the same moments (`now=`, the
 run submitted on that clock too). The start script's seconds pass at once (the clock moved past
-its lines, RLark's moments with it); once frozen, the simulator's clock is set to the real one,
-the rest of the 75 s (past the 60 s stall limit) passing at once for both. Every moment stored is
-a real answer of the simulator or a pass, on one timeline."""
+its lines, RLark's moments with it); once frozen, the rest of the 75 s (past the 60 s stall
+limit) passes at once for both but for 1.1 s, which pass between the worker's failure and the
+Job's: the simulator is on the real time again for the end (the usage API counts until now).
+Every moment stored is a real answer of the simulator or a pass, on one timeline."""
 
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ __all__ = ["eager"]  # the progress tests' settings and eager Celery, used here 
 # worker fails, on whole seconds, after the stall began (`last_step_at + 60 s`), with seconds of
 # stall between.
 BEHIND = timedelta(seconds=75)
+LAST = timedelta(seconds=1.1)  # the worker fails, then the Job a whole second later
 
 
 @pytest.fixture
@@ -72,9 +74,10 @@ def test_submit_running_stall_fail_on_the_simulator(running: RunRecord, demo_sim
     stall_at = progress_of(running).last_step_at
     assert stall_at is not None and stall_at <= on_its_clock(demo_simulator)
     assert not StallEpisode.objects.filter(run_record=running).exists()
-    demo_simulator.set_clock_offset(0)  # the rest of the 75 s pass at once, for both clocks
-    assert timezone.now() >= stall_at + timedelta(seconds=63)  # the limit and 3 s of stall
-    read_cluster_progress(cluster=CLUSTER)
+    # The rest of the 75 s but the Job's last second pass at once, for both clocks.
+    demo_simulator.set_clock_offset(-LAST.total_seconds())
+    assert on_its_clock(demo_simulator) >= stall_at + timedelta(seconds=63)  # limit + 3 s
+    read_cluster_progress(cluster=CLUSTER, now=on_its_clock(demo_simulator))
     episode = StallEpisode.objects.get(run_record=running)
 
     worker = PodAttempt.objects.filter(run_record=running, task="rollout").order_by(
@@ -82,8 +85,9 @@ def test_submit_running_stall_fail_on_the_simulator(running: RunRecord, demo_sim
     assert worker is not None
     demo_simulator.patch_pod(CLUSTER, NAMESPACE, worker.pod_name, phase="Failed",
                              terminated={"reason": "Error", "exitCode": 1})
-    sync_submitted_jobs()
-    time.sleep(1.1)  # the simulator's times are whole seconds: the Job fails a second later
+    sync_submitted_jobs(now=on_its_clock(demo_simulator))
+    demo_simulator.set_clock_offset(0)  # the simulator's times are whole seconds: the Job
+    # fails a second later, on the real time again (the usage API counts until now)
     demo_simulator.set_job_phase(CLUSTER, NAMESPACE, JOB, "Failed", reason="BackoffLimitExceeded")
     sync_submitted_jobs()
     read_cluster_progress(cluster=CLUSTER)  # ends the open stall: the run stopped running
