@@ -35,7 +35,7 @@ def _schedule(sender: Celery, **_: object) -> None:
     sender.conf.beat_schedule = {
         "poll-inventories": {
             "task": "clusters.tasks.poll_due_clusters",
-            "schedule": 5.0,
+            "schedule": float(settings.RLARK_INVENTORY_DUE_CHECK),
         },
         "sync-job-status": {
             "task": "jobs.tasks.sync_submitted_jobs",

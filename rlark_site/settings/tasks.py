@@ -49,6 +49,8 @@ CELERY_TASK_DEFAULT_QUEUE = RLARK_QUEUE_STATUS
 
 # How often beat polls each cluster's inventory and the submitted jobs' status (seconds).
 RLARK_INVENTORY_POLL_INTERVAL = env_float("RLARK_INVENTORY_POLL_INTERVAL", 60.0)
+# How often beat looks for clusters due a poll (seconds): a poll starts at most this late.
+RLARK_INVENTORY_DUE_CHECK = env_float("RLARK_INVENTORY_DUE_CHECK", 5.0)
 RLARK_STATUS_POLL_INTERVAL = env_float("RLARK_STATUS_POLL_INTERVAL", 15.0)
 # Status sync: Jobs per list request (one listing per cluster namespace and pass).
 RLARK_STATUS_PAGE_SIZE = env_int("RLARK_STATUS_PAGE_SIZE", 500)

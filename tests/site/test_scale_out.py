@@ -50,6 +50,7 @@ NODE_LIST = "/api/v1/nodes"
 CHILD_ENV = {
     "RLARK_INVENTORY_PAGE_SIZE": str(PAGE_SIZE),
     "RLARK_INVENTORY_POLL_INTERVAL": "2",
+    "RLARK_INVENTORY_DUE_CHECK": "1",  # beat's looks for due clusters (5 s by default)
     "RLARK_STATUS_POLL_INTERVAL": "3",
     "RLARK_SUBMIT_RETRY_BASE": "0",
     "RLARK_BEAT_LOCK_TTL": "5",
@@ -85,12 +86,17 @@ class Processes:
         return process
 
     def web(self, name: str) -> str:
+        """Start a web process; its URL (`answering` waits until it answers)."""
         port = free_port()
         self.start(name, "gunicorn", "-c", "python:rlark_site.gunicorn_conf",
                    "--bind", f"127.0.0.1:{port}")
-        url = f"http://127.0.0.1:{port}"
-        wait_for(f"{name} to answer", lambda: _answers(f"{url}/health/live"), timeout=60)
-        return url
+        return f"http://127.0.0.1:{port}"
+
+    @staticmethod
+    def answering(*urls: str) -> None:
+        for url in urls:
+            wait_for(f"{url} to answer", lambda url=url: _answers(f"{url}/health/live"),
+                     timeout=60)
 
     def worker(self, name: str) -> None:
         self.start(name, "celery", "-A", "rlark_site", "worker", "--loglevel=INFO",
@@ -200,10 +206,13 @@ def test_two_webs_two_workers_and_a_beat_share_the_work_without_doing_it_twice(
             for i in range(JOBS)]
     for cluster in clusters:
         simulator.set_faults(cluster.name, latency_ms=LATENCY_MS)
+    # Every process starts at once (their start-ups overlap); the webs are waited for before
+    # they are used, the workers and beat take the messages once they are up.
     webs = [processes.web("web-1"), processes.web("web-2")]
     processes.worker("worker-1")
     processes.worker("worker-2")
     processes.beat()
+    processes.answering(*webs)
 
     records = [job_submit(job=job, user=owner) for job in jobs]
     for record in records:  # duplicate messages: both workers may take one
