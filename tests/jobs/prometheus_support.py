@@ -1,5 +1,5 @@
 """A real Prometheus server (Debian's `prometheus` package) on loopback, scraping the simulator's
-`/<cluster>/metrics` every `interval` (a quarter of a second unless told), for the GPU idleness
+`/<cluster>/metrics` every `interval` (half a second unless told), for the GPU idleness
 tests. Started once per test module: its config and TSDB live in a temporary directory, on a
 free port (never a fixed one). Prometheus 2.42 applies its first targets 5 s after it starts
 (its scrape manager's fixed throttle): a module that needs two servers starts both, then waits
@@ -32,7 +32,7 @@ class Prometheus:
     """One `prometheus` process; `stop()` ends it (by its own pid)."""
 
     def __init__(self, directory: Path, scrape_configs: list[dict[str, Any]], *,
-                 interval: float = 0.25) -> None:
+                 interval: float = 0.5) -> None:
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
         every = f"{round(interval * 1000)}ms"

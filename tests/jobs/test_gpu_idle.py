@@ -1,5 +1,5 @@
 """GPU idleness through a real Prometheus (SPEC 16): Debian's `prometheus` scrapes the simulator's
-DCGM-like `/metrics` every quarter of a second; real status passes ask it once per cluster; a
+DCGM-like `/metrics` every half second; real status passes ask it once per cluster; a
 run whose GPUs are set idle gets `gpu.idle` and one signed `job_gpu_idle` per episode at a real
 webhook receiver; tensor activity absent falls back to utilisation; `exported_pod` (honor_labels
 off behind a `pod` target label) is read; a Prometheus that is down, slow, or answers garbage or
@@ -44,7 +44,7 @@ from tests.jobs.records_support import submittable_job
 
 pytestmark = pytest.mark.django_db
 JOB = "ppo-run"
-WINDOW = 1  # second: each reading averages the last four scrapes or so
+WINDOW = 1  # second: each reading averages the last two or three scrapes
 
 
 @pytest.fixture(scope="module")
