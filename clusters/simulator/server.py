@@ -344,6 +344,7 @@ class RunningSimulator:
         self.server.shutdown()
         self.server.server_close()
         self._serving.join(timeout=5)
+        set_clock_offset(0)  # the next simulator of this process starts on the real time
 
 
 def start_simulator(

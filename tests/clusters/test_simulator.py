@@ -23,7 +23,7 @@ import yaml
 
 from clusters import k8s
 from clusters.simulator.fleet import FleetError, generate_fleet, load_fleet, parse_fleet
-from clusters.simulator.objects import encode_object, encoded_list, list_object
+from clusters.simulator.objects import clock_offset, encode_object, encoded_list, list_object
 from clusters.simulator.testing import (
     DEMO_FLEET_PATH,
     TEST_JOB_CRD,
@@ -337,6 +337,13 @@ def test_the_clock_offset_moves_every_time_the_simulator_writes(
     with pytest.raises(ControlError) as refused:
         sim.control("PUT", "clock", {"offset_seconds": "soon"})
     assert refused.value.code == 422
+
+
+def test_a_stopped_simulator_leaves_the_clock_on_the_real_time(crd_path: Path) -> None:
+    with run_simulator(DEMO_FLEET_PATH, crd_path=crd_path) as handle:
+        handle.set_clock_offset(50)
+        assert clock_offset() == 50
+    assert clock_offset() == 0
 
 
 @pytest.mark.parametrize("phase", ["Succeeded", "Failed"])
