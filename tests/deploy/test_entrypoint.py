@@ -73,7 +73,7 @@ def _wait_for(check: object, proc: subprocess.Popen[str], what: str) -> None:
         assert proc.poll() is None, f"{what}: the process exited ({proc.returncode})"
         if check():  # type: ignore[operator]
             return
-        time.sleep(0.3)
+        time.sleep(0.1)
     raise AssertionError(f"{what}: not ready within {WAIT} s")
 
 
@@ -127,11 +127,15 @@ def test_worker_consumes_the_queues_it_is_given(env: dict[str, str]) -> None:
     env.update({"RLARK_WORKER_QUEUES": ",".join(sorted(queues)),
                 "RLARK_WORKER_CONCURRENCY": "1"})
 
-    def consuming() -> bool:
-        answers = app.control.inspect(timeout=1.0).active_queues() or {}
-        return any({q["name"] for q in qs} == queues for qs in answers.values())
+    hostname = f"deploy-test-{os.getpid()}@entrypoint"
 
-    with _started(env, "worker", "--hostname", f"deploy-test-{os.getpid()}@%h") as proc:
+    def consuming() -> bool:
+        # Asked of this worker alone: the answer comes as soon as it replies (a broadcast
+        # waits out the whole timeout for replies that may come).
+        answers = app.control.inspect(destination=[hostname], timeout=1.0).active_queues()
+        return any({q["name"] for q in qs} == queues for qs in (answers or {}).values())
+
+    with _started(env, "worker", "--hostname", hostname) as proc:
         _wait_for(consuming, proc, "celery worker")
 
 
