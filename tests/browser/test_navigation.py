@@ -179,6 +179,12 @@ def test_one_group_at_a_time_a_click_elsewhere_closes_it_and_the_page_is_marked(
     for _ in range(page.locator("#nav-help-menu a").count() + 1):
         page.keyboard.press("Tab")
     expect(page.locator("#nav-help")).not_to_have_attribute("open", "")
+    # Escape closes an open group even when the focus was lost (nothing has it): the focus
+    # goes back to the group's button
+    open_with_keyboard(page, "nav-help")
+    page.evaluate("() => document.activeElement && document.activeElement.blur()")
+    assert page.evaluate("() => document.activeElement === document.body")
+    close_with_escape(page, "nav-help")
     # every entry leads to its page, marked there as the current one
     for href in sorted(expected_urls(member)):
         group = page.locator(f'details[data-nav-group]:has(a[href="{href}"])')

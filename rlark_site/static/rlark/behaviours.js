@@ -186,6 +186,11 @@
   document.addEventListener("keydown", function (event) {
     if (event.key !== "Escape" && event.key !== "Esc") return;
     var group = event.target.closest ? event.target.closest("details[data-nav-group][open]") : null;
+    if (!group && (event.target === document.body || event.target === document.documentElement)) {
+      // nothing has the focus (it was lost, e.g. to a window switch): Escape still closes the
+      // open group and gives its button the focus
+      group = navGroups().filter(function (g) { return g.open; })[0] || null;
+    }
     if (group) {
       event.preventDefault();
       closeGroup(group, true);
