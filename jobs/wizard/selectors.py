@@ -66,7 +66,9 @@ def _label_keys(pairs: Iterable[tuple[str, str, int, int | None]]) -> tuple[Labe
     """(key, value, nodes, free GPUs) rows ordered by key and value, grouped by key."""
     grouped: dict[str, list[LabelValue]] = {}
     for key, value, count, free_gpu in pairs:
-        grouped.setdefault(key, []).append(LabelValue(value, count, free_gpu))
+        # the SQL sums a numeric column: a Decimal, which ngettext will refuse as a count
+        free = None if free_gpu is None else int(free_gpu)
+        grouped.setdefault(key, []).append(LabelValue(value, count, free))
     return tuple(LabelKey(key, tuple(values)) for key, values in grouped.items())
 
 
